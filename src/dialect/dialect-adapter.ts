@@ -1,0 +1,49 @@
+import type { EntityManager } from '@mikro-orm/core';
+import { SagaError } from '../errors.js';
+
+/**
+ * What the library needs to know about the database. The runtime and the dispatcher ask these
+ * capability questions; they never ask which database they are on.
+ */
+export interface DialectAdapter {
+  /** For messages and logs only. */
+  readonly name: 'postgresql' | 'sqlite';
+  /** Whether due rows can be claimed in one statement with `FOR UPDATE SKIP LOCKED`. */
+  readonly supportsSkipLocked: boolean;
+  /** Reads a JSON column value returned by a native query. */
+  readJson(value: unknown): unknown;
+  /** Reads a timestamp column value returned by a native query. */
+  readDate(value: unknown): Date | null;
+}
+
+const postgresql: DialectAdapter = {
+  name: 'postgresql',
+  supportsSkipLocked: true,
+  readJson: (value) => (typeof value === 'string' ? JSON.parse(value) : value),
+  readDate: (value) => (value == null ? null : value instanceof Date ? value : new Date(value as string)),
+};
+
+// MikroORM stores SQLite dates as epoch milliseconds.
+const sqlite: DialectAdapter = {
+  name: 'sqlite',
+  supportsSkipLocked: false,
+  readJson: (value) => (typeof value === 'string' ? JSON.parse(value) : value),
+  readDate: (value) => (value == null ? null : new Date(typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : (value as number))),
+};
+
+/**
+ * The adapter for the database behind `em`, recognised by MikroORM's platform class.
+ * @throws SagaError `DIALECT_UNSUPPORTED` for any database other than PostgreSQL and SQLite.
+ */
+export function dialectOf(em: EntityManager): DialectAdapter {
+  const names: string[] = [];
+  for (let proto = Object.getPrototypeOf(em.getPlatform()); proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+    names.push(proto.constructor.name);
+  }
+  if (names.includes('PostgreSqlPlatform')) return postgresql;
+  if (names.some((name) => /Sqlite|LibSql/i.test(name))) return sqlite;
+  throw new SagaError(
+    'DIALECT_UNSUPPORTED',
+    `mikro-orm-saga supports PostgreSQL and SQLite; this EntityManager runs on ${names[0] ?? 'an unknown platform'}.`,
+  );
+}

@@ -1,0 +1,103 @@
+/**
+ * Every error the library raises on purpose is a {@link SagaError} with a `code` from {@link SAGA_ERROR_CODES}.
+ * Messages name the saga type, id, timer name or message type involved, then say what to do about it.
+ */
+export const SAGA_ERROR_CODES = {
+  /** The saga definition itself is wrong (unknown entity, correlation property not unique, ...). */
+  DEFINITION_INVALID: 'DEFINITION_INVALID',
+  /** The message has no string `type`. */
+  MESSAGE_TYPE_MISSING: 'MESSAGE_TYPE_MISSING',
+  /** No step of the saga handles this message type. */
+  MESSAGE_TYPE_UNKNOWN: 'MESSAGE_TYPE_UNKNOWN',
+  /** The message carries no value for the saga's correlation property. */
+  CORRELATION_MISSING: 'CORRELATION_MISSING',
+  /** The definition does not say how this message type finds its instance. */
+  CORRELATION_UNDEFINED: 'CORRELATION_UNDEFINED',
+  /** A timer was scheduled with a calendar key no calendar is registered under. */
+  CALENDAR_UNKNOWN: 'CALENDAR_UNKNOWN',
+  /** A timer delay is negative, not a number, or not finite. */
+  TIMER_DELAY_INVALID: 'TIMER_DELAY_INVALID',
+  /** A timer due date is not a valid Date. */
+  TIMER_DUE_INVALID: 'TIMER_DUE_INVALID',
+  /** A timer name is empty or longer than the column allows. */
+  TIMER_NAME_INVALID: 'TIMER_NAME_INVALID',
+  /** A payload (timer message, outbox message, header) does not survive a JSON round trip. */
+  PAYLOAD_NOT_SERIALIZABLE: 'PAYLOAD_NOT_SERIALIZABLE',
+  /** A payload is larger than `maxPayloadBytes`. */
+  PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
+  /** A step context was used after its step returned. */
+  CONTEXT_CLOSED: 'CONTEXT_CLOSED',
+  /** Optimistic-concurrency retries ran out. */
+  CONCURRENCY_CONFLICT: 'CONCURRENCY_CONFLICT',
+  /** Writing the unit of work failed for a reason other than a concurrency conflict. */
+  PERSISTENCE_FAILED: 'PERSISTENCE_FAILED',
+  /** The database is not supported by this library (only PostgreSQL and SQLite are). */
+  DIALECT_UNSUPPORTED: 'DIALECT_UNSUPPORTED',
+  /** The library tables are missing or out of date. */
+  SCHEMA_INVALID: 'SCHEMA_INVALID',
+  /** An option passed to a library entry point is out of range. */
+  OPTION_INVALID: 'OPTION_INVALID',
+} as const;
+
+/** Union of every error code the library raises. */
+export type SagaErrorCode = (typeof SAGA_ERROR_CODES)[keyof typeof SAGA_ERROR_CODES];
+
+/** Structured facts about an error, for logs and for programmatic handling. */
+export interface SagaErrorDetails {
+  readonly sagaType?: string;
+  readonly sagaId?: string;
+  readonly messageType?: string;
+  readonly timerName?: string;
+  readonly [key: string]: unknown;
+}
+
+/** Base class of every error the library raises on purpose. */
+export class SagaError extends Error {
+  override readonly name: string = 'SagaError';
+  readonly code: SagaErrorCode;
+  readonly details: SagaErrorDetails;
+
+  constructor(code: SagaErrorCode, message: string, details: SagaErrorDetails = {}, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.details = details;
+  }
+}
+
+/** Bad input: a message, timer or payload the library refuses before writing anything. */
+export class SagaValidationError extends SagaError {
+  override readonly name = 'SagaValidationError';
+}
+
+/** A message cannot be correlated with a saga instance. */
+export class SagaCorrelationError extends SagaError {
+  override readonly name = 'SagaCorrelationError';
+}
+
+/** A saga definition or runtime configuration is wrong; raised when the runtime is built. */
+export class SagaDefinitionError extends SagaError {
+  override readonly name = 'SagaDefinitionError';
+}
+
+/**
+ * Another unit of work kept committing first: the runtime re-read the saga and re-ran the step
+ * `attempts` times, then gave up. Nothing of the last attempt was written; the message can be retried.
+ */
+export class SagaConcurrencyError extends SagaError {
+  override readonly name = 'SagaConcurrencyError';
+}
+
+/** Writing a unit of work failed for a reason other than a concurrency conflict; nothing was written. */
+export class SagaPersistenceError extends SagaError {
+  override readonly name = 'SagaPersistenceError';
+}
+
+/** The database schema does not match what the library expects. */
+export class SagaSchemaError extends SagaError {
+  override readonly name = 'SagaSchemaError';
+}
+
+/** Builds a one-line "saga order/1234" label for messages. */
+export function describeSaga(sagaType: string, sagaId?: string): string {
+  return sagaId ? `saga ${sagaType}/${sagaId}` : `saga ${sagaType}`;
+}

@@ -1,0 +1,60 @@
+// Public API of mikro-orm-saga. Every export is listed by name; types with `export type`.
+
+export type { BusinessCalendar } from './calendars/business-calendar.js';
+export { WeekdayCalendar } from './calendars/weekday-calendar.js';
+export type { WeekdayCalendarOptions } from './calendars/weekday-calendar.js';
+export { getCorrelationId, runWithCorrelationId } from './correlation/correlation-context.js';
+export {
+  COLUMN_LIMITS,
+  OUTBOX_OUTCOMES,
+  SAGA_ENTITIES,
+  SagaOutbox,
+  SagaState,
+  SagaTimer,
+  TIMER_OUTCOMES,
+} from './entities/index.js';
+export type { OutboxOutcome, TimerOutcome } from './entities/index.js';
+export {
+  SAGA_ERROR_CODES,
+  SagaConcurrencyError,
+  SagaCorrelationError,
+  SagaDefinitionError,
+  SagaError,
+  SagaPersistenceError,
+  SagaSchemaError,
+  SagaValidationError,
+} from './errors.js';
+export type { SagaErrorCode, SagaErrorDetails } from './errors.js';
+export { defineSaga } from './saga/define-saga.js';
+export type {
+  CorrelationSource,
+  MessageOfType,
+  PropertyName,
+  SagaDefinition,
+  SagaDefinitionInput,
+  SagaMessage,
+  SagaStep,
+} from './saga/define-saga.js';
+export { HANDLE_OUTCOMES, IGNORE_REASONS } from './saga/handle-result.js';
+export type { HandleOutcome, HandleResult, IgnoreReason } from './saga/handle-result.js';
+export {
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  DEFAULT_RETRY_BASE_DELAY_MS,
+  DEFAULT_RETRY_MAX_DELAY_MS,
+  SagaRuntime,
+} from './saga/saga-runtime.js';
+export type {
+  HandleOptions,
+  ResolvedSagaRuntimeOptions,
+  SagaRuntimeOptions,
+  TimerDelivery,
+} from './saga/saga-runtime.js';
+export type { FiringTimer, ScheduleOptions, SendOptions, StepContext } from './saga/step-context.js';
+export { SAGA_COUNTERS, TELEMETRY_SCOPE } from './telemetry/saga-metrics.js';
+export type { SagaCounterName, SagaStats } from './telemetry/saga-metrics.js';
+export { systemClock } from './time/clock.js';
+export type { Clock } from './time/clock.js';
+export type { Duration } from './time/duration.js';
+export { TIMER_SCOPES } from './timers/timer-plan.js';
+export type { TimerScope } from './timers/timer-plan.js';

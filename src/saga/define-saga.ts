@@ -1,0 +1,149 @@
+import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
+import type { SagaState } from '../entities/saga-state.js';
+import { SagaDefinitionError } from '../errors.js';
+import type { StepContext } from './step-context.js';
+
+/** Every message has a string `type`; a saga's messages form a discriminated union on it. */
+export interface SagaMessage {
+  readonly type: string;
+}
+
+/** The member of the union `TMessage` whose `type` is `K`. */
+export type MessageOfType<TMessage extends SagaMessage, K extends TMessage['type']> = Extract<TMessage, { type: K }>;
+
+/** String-valued property names of `T`. */
+export type PropertyName<T> = Extract<keyof T, string>;
+
+/**
+ * What one message does to a saga: mutate `saga` (the loaded state entity), schedule or cancel timers,
+ * send messages and complete through `ctx`. Runs before any transaction opens and gets no EntityManager;
+ * if it throws, nothing is written.
+ */
+export type SagaStep<TState, TMessage, TIn extends SagaMessage, TOut extends SagaMessage> = (
+  saga: TState,
+  message: TMessage,
+  ctx: StepContext<TIn, TOut>,
+) => void | Promise<void>;
+
+/**
+ * How a message finds its saga instance: one function for every message type, or one per type.
+ * The value is compared with the state's correlation property.
+ */
+export type CorrelationSource<TMessage extends SagaMessage> =
+  | ((message: TMessage) => unknown)
+  | { readonly [K in TMessage['type']]?: (message: MessageOfType<TMessage, K>) => unknown };
+
+/** Input of {@link defineSaga}. */
+export interface SagaDefinitionInput<TState extends SagaState, TIn extends SagaMessage, TOut extends SagaMessage> {
+  /**
+   * The saga type, stored in `saga_timer.saga_type` and `saga_outbox.saga_type`. Unique per runtime and
+   * stable across releases (pending timers refer to it). At most 100 characters.
+   */
+  readonly name: string;
+  /** The state entity class: extends `SagaState` and is registered in MikroORM's `entities`. */
+  readonly state: new (...args: never[]) => TState;
+  /**
+   * `property`: the state property that identifies an instance, unique in its table (default `id`).
+   * `from`: reads the value from a message. Messages delivered by the saga's own timers need none.
+   */
+  readonly correlation: {
+    readonly property?: PropertyName<TState>;
+    readonly from: CorrelationSource<TIn>;
+  };
+  /** Message types that create the instance when none exists for their correlation value. */
+  readonly startedBy: readonly TIn['type'][];
+  /** One step per message type the saga handles. */
+  readonly steps: { readonly [K in TIn['type']]?: SagaStep<TState, MessageOfType<TIn, K>, TIn, TOut> };
+  /**
+   * The state property holding the saga's current step (a string). When set, timers are step-scoped by
+   * default: a unit of work that changes the step cancels the pending timers scheduled in other steps.
+   * Default: none (every timer is saga-scoped).
+   */
+  readonly stepProperty?: PropertyName<TState>;
+  /**
+   * Which messages still run their step once the saga is completed: `true` for all, a list of types,
+   * or `false` (default): messages for a completed saga are ignored.
+   */
+  readonly handleCompleted?: boolean | readonly TIn['type'][];
+}
+
+/** A validated saga definition; build it with {@link defineSaga} and register it on a `SagaRuntime`. */
+export interface SagaDefinition<
+  TState extends SagaState = SagaState,
+  TIn extends SagaMessage = SagaMessage,
+  TOut extends SagaMessage = SagaMessage,
+> {
+  readonly name: string;
+  readonly state: new (...args: never[]) => TState;
+  readonly correlationProperty: PropertyName<TState>;
+  /** Reads the correlation value of a message; `undefined` when the definition says nothing for its type. */
+  readonly correlate: (message: TIn) => { readonly defined: boolean; readonly value: unknown };
+  readonly startedBy: ReadonlySet<string>;
+  readonly steps: ReadonlyMap<string, SagaStep<TState, TIn, TIn, TOut>>;
+  readonly stepProperty: PropertyName<TState> | undefined;
+  readonly handlesCompleted: (messageType: string) => boolean;
+}
+
+/**
+ * Defines a saga. Give both type parameters: the state entity and the union of messages it handles
+ * (optionally a third: the union of messages it sends).
+ *
+ * ```ts
+ * const OrderSaga = defineSaga<OrderSagaState, OrderMessage>({
+ *   name: 'order',
+ *   state: OrderSagaState,
+ *   correlation: { property: 'orderId', from: (m) => m.orderId },
+ *   startedBy: ['OrderPlaced'],
+ *   steps: { OrderPlaced(saga, m, ctx) { ... }, StockReserved(saga, m, ctx) { ... } },
+ * });
+ * ```
+ * @throws SagaDefinitionError `DEFINITION_INVALID` for an empty or over-long name, a start message
+ *   without a step, or a malformed option.
+ */
+export function defineSaga<TState extends SagaState, TIn extends SagaMessage, TOut extends SagaMessage = SagaMessage>(
+  input: SagaDefinitionInput<TState, TIn, TOut>,
+): SagaDefinition<TState, TIn, TOut> {
+  const fail = (message: string): never => {
+    throw new SagaDefinitionError('DEFINITION_INVALID', message, { sagaType: input?.name });
+  };
+  if (typeof input?.name !== 'string' || input.name.trim() === '' || input.name.length > COLUMN_LIMITS.sagaType) {
+    fail(`A saga needs a name of 1 to ${COLUMN_LIMITS.sagaType} characters; got ${JSON.stringify(input?.name)}.`);
+  }
+  if (typeof input.state !== 'function') fail(`Saga ${input.name}: 'state' must be the state entity class.`);
+  if (!input.correlation || (typeof input.correlation.from !== 'function' && typeof input.correlation.from !== 'object')) {
+    fail(`Saga ${input.name}: 'correlation.from' must be a function or an object of functions per message type.`);
+  }
+  const steps = new Map<string, SagaStep<TState, TIn, TIn, TOut>>();
+  for (const [type, step] of Object.entries(input.steps ?? {})) {
+    if (typeof step !== 'function') fail(`Saga ${input.name}: the step for '${type}' is not a function.`);
+    steps.set(type, step as SagaStep<TState, TIn, TIn, TOut>);
+  }
+  if (steps.size === 0) fail(`Saga ${input.name} has no steps: add one per message type it handles.`);
+  const startedBy = new Set<string>(input.startedBy ?? []);
+  if (startedBy.size === 0) fail(`Saga ${input.name}: 'startedBy' must name at least one message type.`);
+  for (const type of startedBy) {
+    if (!steps.has(type)) fail(`Saga ${input.name} is started by '${type}' but has no step for it: add steps.${type}.`);
+  }
+
+  const from = input.correlation.from;
+  const correlate =
+    typeof from === 'function'
+      ? (message: TIn) => ({ defined: true, value: from(message) })
+      : (message: TIn) => {
+          const read = (from as Record<string, ((m: TIn) => unknown) | undefined>)[message.type];
+          return read ? { defined: true, value: read(message) } : { defined: false, value: undefined };
+        };
+
+  const completed = input.handleCompleted ?? false;
+  const completedTypes = new Set<string>(Array.isArray(completed) ? completed : []);
+  return Object.freeze({
+    name: input.name,
+    state: input.state,
+    correlationProperty: (input.correlation.property ?? 'id') as PropertyName<TState>,
+    correlate,
+    startedBy,
+    steps,
+    stepProperty: input.stepProperty,
+    handlesCompleted: (type: string) => completed === true || completedTypes.has(type),
+  });
+}

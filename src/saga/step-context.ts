@@ -1,0 +1,242 @@
+import type { BusinessCalendar } from '../calendars/business-calendar.js';
+import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
+import { SagaError, SagaValidationError, type SagaErrorDetails } from '../errors.js';
+import { type Duration, toMilliseconds } from '../time/duration.js';
+import { TIMER_SCOPES, TimerPlan, type TimerScope } from '../timers/timer-plan.js';
+import { toJsonPayload } from './json-payload.js';
+import type { SagaMessage } from './define-saga.js';
+
+/** Options of {@link StepContext.schedule}. */
+export interface ScheduleOptions {
+  /** Key of a calendar registered on the runtime: the delay counts business time only. Default: none. */
+  readonly calendar?: string;
+  /**
+   * `'step'`: cancelled when the saga moves to another step (the default when the definition has a
+   * `stepProperty`); `'saga'`: lives until it fires, is cancelled or the saga completes.
+   */
+  readonly scope?: TimerScope;
+}
+
+/** Options of {@link StepContext.send}. */
+export interface SendOptions {
+  /** Extra headers for the publisher, next to the correlation id, saga type and saga id. */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** The timer that delivered the current message, when a timer did. */
+export interface FiringTimer {
+  readonly id: string;
+  readonly name: string;
+  readonly dueAt: Date;
+  /** Failed deliveries before this one. */
+  readonly attempts: number;
+}
+
+/** A message a step sent, validated. */
+export interface OutgoingMessage {
+  readonly messageType: string;
+  readonly payloadJson: string;
+  readonly headers: Record<string, string>;
+}
+
+/** What a step can do besides changing its state. */
+export interface StepContext<TIn extends SagaMessage = SagaMessage, TOut extends SagaMessage = SagaMessage> {
+  /** The saga type (definition name). */
+  readonly sagaType: string;
+  /** The instance id. */
+  readonly sagaId: string;
+  /** True when this message created the instance; false for a start message redelivered to an existing one. */
+  readonly isNew: boolean;
+  /** The runtime clock's time when the unit of work began. */
+  readonly now: Date;
+  /** The correlation id this message is handled under; stamped on timers and outbox headers. */
+  readonly correlationId: string;
+  /** The timer that delivered this message, or undefined for a message from outside. */
+  readonly timer: FiringTimer | undefined;
+  /** Whether `complete()` was called. */
+  readonly completed: boolean;
+  /**
+   * Schedules the timer `name` to deliver `message` to this instance after `when` (a {@link Duration}) or
+   * at `when` (a Date). A pending timer of the same name is replaced (new due time, new token).
+   * @throws SagaValidationError for an empty or over-long name, an invalid delay or date, an unknown
+   *   calendar, a message type the saga has no step for, or a payload that does not round-trip JSON.
+   */
+  schedule(name: string, when: Duration | Date, message: TIn, options?: ScheduleOptions): void;
+  /** Cancels the pending timer `name`, if any. */
+  cancel(name: string): void;
+  /** Cancels every pending timer of this instance, and the ones scheduled earlier in this step. */
+  cancelAll(): void;
+  /** Writes `message` to the outbox, committed with the state change and relayed at least once. */
+  send(message: TOut, options?: SendOptions): void;
+  /** Completes the saga (soft: the row stays). Pending timers are removed and new ones discarded. */
+  complete(): void;
+}
+
+/** Settings the runtime resolves once and hands to every context. */
+export interface StepContextSettings {
+  readonly calendars: ReadonlyMap<string, BusinessCalendar>;
+  readonly maxPayloadBytes: number;
+  readonly knownMessageTypes: ReadonlySet<string>;
+  readonly stepScopedByDefault: boolean;
+}
+
+/** The runtime's implementation of {@link StepContext}; it records, the runtime writes. */
+export class RecordingStepContext implements StepContext<SagaMessage, SagaMessage> {
+  readonly timers = new TimerPlan();
+  readonly outgoing: OutgoingMessage[] = [];
+  private completeRequested = false;
+  private closed = false;
+
+  constructor(
+    readonly sagaType: string,
+    readonly sagaId: string,
+    readonly isNew: boolean,
+    readonly now: Date,
+    readonly correlationId: string,
+    readonly timer: FiringTimer | undefined,
+    private readonly settings: StepContextSettings,
+  ) {}
+
+  get completed(): boolean {
+    return this.completeRequested;
+  }
+
+  schedule(name: string, when: Duration | Date, message: SagaMessage, options: ScheduleOptions = {}): void {
+    this.assertOpen();
+    const details = this.details({ timerName: name });
+    if (typeof name !== 'string' || name.trim() === '' || name.length > COLUMN_LIMITS.timerName) {
+      throw new SagaValidationError(
+        'TIMER_NAME_INVALID',
+        `Timer name ${JSON.stringify(name)} of saga ${this.sagaType}/${this.sagaId} is invalid: use 1 to ${COLUMN_LIMITS.timerName} characters, not only spaces.`,
+        details,
+      );
+    }
+    const messageType = this.messageTypeOf(message, `timer '${name}'`, details);
+    if (!this.settings.knownMessageTypes.has(messageType)) {
+      throw new SagaValidationError(
+        'MESSAGE_TYPE_UNKNOWN',
+        `Timer '${name}' of saga ${this.sagaType} would deliver '${messageType}', which the saga has no step for: add steps.${messageType} or schedule a message type it handles.`,
+        { ...details, messageType },
+      );
+    }
+    let calendar: BusinessCalendar | undefined;
+    if (options.calendar !== undefined) {
+      calendar = this.settings.calendars.get(options.calendar);
+      if (!calendar) {
+        const known = [...this.settings.calendars.keys()];
+        throw new SagaValidationError(
+          'CALENDAR_UNKNOWN',
+          `Timer '${name}' of saga ${this.sagaType} names calendar '${options.calendar}', which is not registered: register it in the runtime's 'calendars' option${known.length ? ` (registered: ${known.join(', ')})` : ' (none are registered)'}.`,
+          { ...details, calendarKey: options.calendar },
+        );
+      }
+    }
+    let dueAt: Date;
+    if (when instanceof Date) {
+      if (Number.isNaN(when.getTime())) {
+        throw new SagaValidationError(
+          'TIMER_DUE_INVALID',
+          `Timer '${name}' of saga ${this.sagaType} has an invalid due date: pass a valid Date or a delay.`,
+          details,
+        );
+      }
+      dueAt = calendar ? calendar.nextOpen(when) : new Date(when.getTime());
+    } else {
+      const ms = this.withDetails(() => toMilliseconds(when, `delay of timer '${name}'`), details);
+      dueAt = calendar ? calendar.addDuration(this.now, ms) : new Date(this.now.getTime() + ms);
+    }
+    const payloadJson = toJsonPayload(message, `the message of timer '${name}'`, this.settings.maxPayloadBytes, details);
+    const scope = options.scope ?? (this.settings.stepScopedByDefault ? TIMER_SCOPES.STEP : TIMER_SCOPES.SAGA);
+    if (scope !== TIMER_SCOPES.STEP && scope !== TIMER_SCOPES.SAGA) {
+      throw new SagaValidationError('OPTION_INVALID', `Timer '${name}': scope must be 'step' or 'saga'.`, details);
+    }
+    this.timers.schedule({ name, dueAt, messageType, payloadJson, calendarKey: options.calendar ?? null, scope });
+  }
+
+  cancel(name: string): void {
+    this.assertOpen();
+    this.timers.cancel(name);
+  }
+
+  cancelAll(): void {
+    this.assertOpen();
+    this.timers.cancelAll();
+  }
+
+  send(message: SagaMessage, options: SendOptions = {}): void {
+    this.assertOpen();
+    const details = this.details();
+    const messageType = this.messageTypeOf(message, 'a sent message', details);
+    const payloadJson = toJsonPayload(message, `the '${messageType}' message`, this.settings.maxPayloadBytes, {
+      ...details,
+      messageType,
+    });
+    const extra = options.headers ?? {};
+    for (const [key, value] of Object.entries(extra)) {
+      if (typeof value !== 'string') {
+        throw new SagaValidationError(
+          'PAYLOAD_NOT_SERIALIZABLE',
+          `Header '${key}' of the '${messageType}' message is not a string: headers are strings.`,
+          { ...details, messageType },
+        );
+      }
+    }
+    this.outgoing.push({
+      messageType,
+      payloadJson,
+      headers: {
+        ...extra,
+        'correlation-id': this.correlationId,
+        'saga-type': this.sagaType,
+        'saga-id': this.sagaId,
+      },
+    });
+  }
+
+  complete(): void {
+    this.assertOpen();
+    this.completeRequested = true;
+  }
+
+  /** Ends the context: the step has returned, later calls are refused. */
+  close(): void {
+    this.closed = true;
+  }
+
+  private messageTypeOf(message: SagaMessage, what: string, details: SagaErrorDetails): string {
+    const type = (message as { type?: unknown } | null | undefined)?.type;
+    if (typeof type !== 'string' || type === '' || type.length > COLUMN_LIMITS.messageType) {
+      throw new SagaValidationError(
+        'MESSAGE_TYPE_MISSING',
+        `${what} of saga ${this.sagaType}/${this.sagaId} has no message type: give it a 'type' string of 1 to ${COLUMN_LIMITS.messageType} characters.`,
+        details,
+      );
+    }
+    return type;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) {
+      throw new SagaError(
+        'CONTEXT_CLOSED',
+        `The step context of saga ${this.sagaType}/${this.sagaId} was used after its step returned: await every call inside the step.`,
+        this.details(),
+      );
+    }
+  }
+
+  private details(extra: SagaErrorDetails = {}): SagaErrorDetails {
+    return { sagaType: this.sagaType, sagaId: this.sagaId, ...extra };
+  }
+
+  private withDetails<T>(fn: () => T, details: SagaErrorDetails): T {
+    try {
+      return fn();
+    } catch (error) {
+      if (error instanceof SagaValidationError) {
+        throw new SagaValidationError(error.code, error.message, { ...details, ...error.details });
+      }
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,132 @@
+import type { EntityManager } from '@mikro-orm/core';
+import { TIMER_OUTCOMES } from '../entities/dispatch-states.js';
+import { placeholders, runStatement } from './sql-executor.js';
+
+/** The columns of a timer written by a unit of work. */
+export interface TimerWrite {
+  readonly id: string;
+  readonly sagaType: string;
+  readonly sagaId: string;
+  readonly name: string;
+  readonly step: string | null;
+  readonly dueAt: Date;
+  readonly messageType: string;
+  readonly payloadJson: string;
+  readonly calendarKey: string | null;
+  readonly correlationId: string | null;
+  readonly token: string;
+  readonly createdAt: Date;
+}
+
+/**
+ * Replaces the pending timer of that name in place: new due time, message and token, attempts and lease
+ * reset. A dispatcher holding the old token can no longer fire it. Replacing in place (rather than
+ * delete + insert) keeps the filtered unique index satisfied inside one transaction.
+ * @returns 1 when a pending timer was replaced, 0 when there was none.
+ */
+export function replacePendingTimer(em: EntityManager, timer: TimerWrite): Promise<number> {
+  return runStatement(
+    em,
+    `update "saga_timer" set "step" = ?, "due_at" = ?, "available_at" = ?, "message_type" = ?, "payload" = ?,
+       "calendar_key" = ?, "correlation_id" = ?, "token" = ?, "locked_until" = null, "attempts" = 0, "last_error" = null
+     where "saga_type" = ? and "saga_id" = ? and "name" = ? and "dispatched_at" is null`,
+    [
+      timer.step,
+      timer.dueAt,
+      timer.dueAt,
+      timer.messageType,
+      timer.payloadJson,
+      timer.calendarKey,
+      timer.correlationId,
+      timer.token,
+      timer.sagaType,
+      timer.sagaId,
+      timer.name,
+    ],
+  );
+}
+
+/**
+ * Inserts new pending timers in one statement. Two units of work inserting the same pending name collide
+ * on `saga_timer_pending_name_uniq` instead of both succeeding.
+ */
+export function insertTimers(em: EntityManager, timers: readonly TimerWrite[]): Promise<number> {
+  const row = `(${placeholders(12)}, 0, ?)`;
+  return runStatement(
+    em,
+    `insert into "saga_timer" ("id", "saga_type", "saga_id", "name", "step", "due_at", "available_at", "message_type",
+       "payload", "calendar_key", "correlation_id", "token", "attempts", "created_at")
+     values ${timers.map(() => row).join(', ')}`,
+    timers.flatMap((t) => [
+      t.id,
+      t.sagaType,
+      t.sagaId,
+      t.name,
+      t.step,
+      t.dueAt,
+      t.dueAt,
+      t.messageType,
+      t.payloadJson,
+      t.calendarKey,
+      t.correlationId,
+      t.token,
+      t.createdAt,
+    ]),
+  );
+}
+
+/** Deletes the named pending timers of one saga instance. */
+export function deletePendingTimers(
+  em: EntityManager,
+  sagaType: string,
+  sagaId: string,
+  names: readonly string[],
+): Promise<number> {
+  return runStatement(
+    em,
+    `delete from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null and "name" in (${placeholders(names.length)})`,
+    [sagaType, sagaId, ...names],
+  );
+}
+
+/** Deletes every pending timer of one saga instance. */
+export function deleteAllPendingTimers(em: EntityManager, sagaType: string, sagaId: string): Promise<number> {
+  return runStatement(em, `delete from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null`, [
+    sagaType,
+    sagaId,
+  ]);
+}
+
+/** Deletes the pending step-scoped timers of one saga instance that belong to a step other than `step`. */
+export function deletePendingTimersOfOtherSteps(
+  em: EntityManager,
+  sagaType: string,
+  sagaId: string,
+  step: string | null,
+): Promise<number> {
+  return step === null
+    ? runStatement(
+        em,
+        `delete from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null and "step" is not null`,
+        [sagaType, sagaId],
+      )
+    : runStatement(
+        em,
+        `delete from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null and "step" is not null and "step" <> ?`,
+        [sagaType, sagaId, step],
+      );
+}
+
+/**
+ * Stamps a claimed timer fired, only while it is still pending under the token the dispatcher claimed it
+ * with. Runs in the same transaction as the state change the timer causes.
+ * @returns 1 when stamped; 0 when the timer was cancelled, replaced or fired in the meantime (stale).
+ */
+export function markTimerFired(em: EntityManager, timerId: string, token: string, now: Date): Promise<number> {
+  return runStatement(
+    em,
+    `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
+     where "id" = ? and "token" = ? and "dispatched_at" is null`,
+    [now, TIMER_OUTCOMES.FIRED, timerId, token],
+  );
+}

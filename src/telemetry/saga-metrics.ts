@@ -1,0 +1,57 @@
+import { type Counter, metrics } from '@opentelemetry/api';
+
+/** Name of the OpenTelemetry meter (and tracer) the library reports on. */
+export const TELEMETRY_SCOPE = 'mikro-orm-saga';
+
+/** Every counter the library keeps, with its OpenTelemetry instrument name. */
+export const SAGA_COUNTERS = {
+  started: 'saga.started',
+  handled: 'saga.handled',
+  ignoredNoInstance: 'saga.ignored.no_instance',
+  ignoredCompleted: 'saga.ignored.completed',
+  completed: 'saga.completed',
+  concurrencyConflicts: 'saga.concurrency_conflict',
+  timersScheduled: 'saga.timeout.scheduled',
+  timersCancelled: 'saga.timeout.canceled',
+  timersFired: 'saga.timeout.fired',
+  timersStale: 'saga.timeout.stale',
+  timersMissed: 'saga.timeout.missed',
+  timersFailed: 'saga.timeout.failed',
+  timersDeadLettered: 'saga.timeout.dead_lettered',
+  messagesSent: 'saga.outbox.sent',
+  messagesPublished: 'saga.outbox.published',
+  messagesFailed: 'saga.outbox.failed',
+  messagesDeadLettered: 'saga.outbox.dead_lettered',
+} as const;
+
+/** A counter of {@link SAGA_COUNTERS}. */
+export type SagaCounterName = keyof typeof SAGA_COUNTERS;
+
+/** Totals since the runtime (or dispatcher) was created, per counter. */
+export type SagaStats = { readonly [K in SagaCounterName]: number };
+
+/**
+ * Counts what happened, both in memory (`stats()`, handy in tests and health endpoints) and on the
+ * OpenTelemetry meter `mikro-orm-saga`, tagged `saga.type` (a no-op unless the app registers an SDK).
+ */
+export class SagaMetrics {
+  private readonly totals = new Map<SagaCounterName, number>();
+  private readonly counters = new Map<SagaCounterName, Counter>();
+
+  add(name: SagaCounterName, sagaType: string, value = 1): void {
+    if (value === 0) return;
+    this.totals.set(name, (this.totals.get(name) ?? 0) + value);
+    let counter = this.counters.get(name);
+    if (!counter) {
+      counter = metrics.getMeter(TELEMETRY_SCOPE).createCounter(SAGA_COUNTERS[name]);
+      this.counters.set(name, counter);
+    }
+    counter.add(value, { 'saga.type': sagaType });
+  }
+
+  stats(): SagaStats {
+    const result = {} as Record<SagaCounterName, number>;
+    for (const name of Object.keys(SAGA_COUNTERS) as SagaCounterName[]) result[name] = this.totals.get(name) ?? 0;
+    return result;
+  }
+}

@@ -1,0 +1,95 @@
+import { randomUUID } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type AnyEntity, type EntityClass, MikroORM, type Options } from '@mikro-orm/core';
+import { Migrator } from '@mikro-orm/migrations';
+import { PostgreSqlDriver } from '@mikro-orm/postgresql';
+import { SqliteDriver } from '@mikro-orm/sqlite';
+import { inject } from 'vitest';
+import { SAGA_MIGRATIONS } from '../../migrations/index.js';
+import { SAGA_ENTITIES } from '../../src/index.js';
+import { adminQuery, withDatabase } from './postgres-server.js';
+
+/** The databases every behaviour suite runs on. */
+export const DIALECTS = ['postgresql', 'sqlite'] as const;
+export type DialectName = (typeof DIALECTS)[number];
+
+/** A MikroORM instance on a fresh database of its own, built from the project's migrations. */
+export interface TestDatabase {
+  readonly dialect: DialectName;
+  readonly orm: MikroORM;
+  /** Connection settings, to open more ORM instances (or processes) on the same database. */
+  readonly config: Options;
+  /** Opens another MikroORM instance on the same database (its own connection pool). */
+  openAnother(): Promise<MikroORM>;
+  /** Closes the ORM and drops the database. */
+  dispose(): Promise<void>;
+}
+
+/** Connection settings for a fresh database; exported for child processes in reliability tests. */
+export function connectionOptions(dialect: DialectName, location: string, entities: EntityClass<AnyEntity>[]): Options {
+  const common = {
+    entities: [...SAGA_ENTITIES, ...entities],
+    extensions: [Migrator],
+    allowGlobalContext: false,
+    debug: process.env.MIKRO_ORM_DEBUG === 'true',
+  };
+  return dialect === 'postgresql'
+    ? {
+        ...common,
+        driver: PostgreSqlDriver,
+        clientUrl: location,
+        pool: { min: 0, max: 20 },
+        migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], snapshot: false, silent: true },
+      }
+    : {
+        ...common,
+        driver: SqliteDriver,
+        dbName: location,
+        migrations: { migrationsList: [...SAGA_MIGRATIONS.sqlite], snapshot: false, silent: true },
+      };
+}
+
+/**
+ * Creates a database for one test file: a PostgreSQL database of its own on the test server, or a
+ * fresh SQLite file. The library tables come from the project's migrations; the test's own saga
+ * tables (`entities`) are created from their metadata afterwards.
+ */
+export async function createTestDatabase(dialect: DialectName, entities: EntityClass<AnyEntity>[]): Promise<TestDatabase> {
+  const name = `saga_test_${randomUUID().replaceAll('-', '').slice(0, 16)}`;
+  let location: string;
+  let drop: () => Promise<void>;
+  if (dialect === 'postgresql') {
+    const serverUrl = inject('postgresUrl');
+    await adminQuery(serverUrl, `create database "${name}"`);
+    location = withDatabase(serverUrl, name);
+    drop = () => adminQuery(serverUrl, `drop database if exists "${name}" with (force)`);
+  } else {
+    location = join(tmpdir(), `${name}.sqlite`);
+    drop = async () => {
+      await rm(location, { force: true });
+      await rm(`${location}-journal`, { force: true });
+    };
+  }
+  const config = connectionOptions(dialect, location, entities);
+  const orm = await MikroORM.init(config);
+  await orm.getMigrator().up();
+  await orm.getSchemaGenerator().updateSchema();
+  const others: MikroORM[] = [];
+  return {
+    dialect,
+    orm,
+    config,
+    async openAnother() {
+      const other = await MikroORM.init(config);
+      others.push(other);
+      return other;
+    },
+    async dispose() {
+      for (const other of others) await other.close(true);
+      await orm.close(true);
+      await drop();
+    },
+  };
+}
