@@ -403,7 +403,8 @@ export class SagaRuntime {
     }));
 
     let timersCancelled = 0;
-    let inserting = false;
+    // A racing start message or timer name surfaces as a unique violation; retried, the re-read sees the winner.
+    let inserting = isNew;
     await em.begin();
     try {
       // The saga row is written (or version-checked) first: it is the lock every unit of work on this
@@ -424,7 +425,7 @@ export class SagaRuntime {
       for (const write of timerWrites) {
         if (isNew || (await replacePendingTimer(em, write)) === 0) inserts.push(write);
       }
-      inserting = isNew || inserts.length > 0;
+      inserting ||= inserts.length > 0;
       if (inserts.length > 0) await insertTimers(em, inserts);
       if (outboxWrites.length > 0) await insertOutboxMessages(em, outboxWrites);
       await em.commit();
