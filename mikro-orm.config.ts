@@ -8,10 +8,11 @@
  * Applications do not use this file: they register the library's entities and migrations in their own config
  * (see README "Add it to your MikroORM app").
  */
+
+import { defineConfig, type Options } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
 import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { SqliteDriver } from '@mikro-orm/sqlite';
-import { defineConfig, type Options } from '@mikro-orm/core';
 import { SAGA_ENTITIES } from './src/entities/index.js';
 
 const dialect = process.env.SAGA_DIALECT ?? 'sqlite';

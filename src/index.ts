@@ -1,9 +1,10 @@
 // Public API of mikro-orm-saga. Every export is listed by name; types with `export type`.
 
 export type { BusinessCalendar } from './calendars/business-calendar.js';
-export { WeekdayCalendar } from './calendars/weekday-calendar.js';
 export type { WeekdayCalendarOptions } from './calendars/weekday-calendar.js';
+export { WeekdayCalendar } from './calendars/weekday-calendar.js';
 export { getCorrelationId, runWithCorrelationId } from './correlation/correlation-context.js';
+export type { OutboxOutcome, TimerOutcome } from './entities/index.js';
 export {
   COLUMN_LIMITS,
   OUTBOX_OUTCOMES,
@@ -13,7 +14,7 @@ export {
   SagaTimer,
   TIMER_OUTCOMES,
 } from './entities/index.js';
-export type { OutboxOutcome, TimerOutcome } from './entities/index.js';
+export type { SagaErrorCode, SagaErrorDetails } from './errors.js';
 export {
   SAGA_ERROR_CODES,
   SagaConcurrencyError,
@@ -24,9 +25,8 @@ export {
   SagaSchemaError,
   SagaValidationError,
 } from './errors.js';
-export type { SagaErrorCode, SagaErrorDetails } from './errors.js';
-export { defineSaga } from './saga/define-saga.js';
 export type {
+  AnyMessage,
   CorrelationSource,
   MessageOfType,
   PropertyName,
@@ -35,8 +35,15 @@ export type {
   SagaMessage,
   SagaStep,
 } from './saga/define-saga.js';
-export { HANDLE_OUTCOMES, IGNORE_REASONS } from './saga/handle-result.js';
+export { defineSaga } from './saga/define-saga.js';
 export type { HandleOutcome, HandleResult, IgnoreReason } from './saga/handle-result.js';
+export { HANDLE_OUTCOMES, IGNORE_REASONS } from './saga/handle-result.js';
+export type {
+  HandleOptions,
+  ResolvedSagaRuntimeOptions,
+  SagaRuntimeOptions,
+  TimerDelivery,
+} from './saga/saga-runtime.js';
 export {
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_MAX_PAYLOAD_BYTES,
@@ -44,17 +51,11 @@ export {
   DEFAULT_RETRY_MAX_DELAY_MS,
   SagaRuntime,
 } from './saga/saga-runtime.js';
-export type {
-  HandleOptions,
-  ResolvedSagaRuntimeOptions,
-  SagaRuntimeOptions,
-  TimerDelivery,
-} from './saga/saga-runtime.js';
 export type { FiringTimer, ScheduleOptions, SendOptions, StepContext } from './saga/step-context.js';
-export { SAGA_COUNTERS, TELEMETRY_SCOPE } from './telemetry/saga-metrics.js';
 export type { SagaCounterName, SagaStats } from './telemetry/saga-metrics.js';
-export { systemClock } from './time/clock.js';
+export { SAGA_COUNTERS, TELEMETRY_SCOPE } from './telemetry/saga-metrics.js';
 export type { Clock } from './time/clock.js';
+export { systemClock } from './time/clock.js';
 export type { Duration } from './time/duration.js';
-export { TIMER_SCOPES } from './timers/timer-plan.js';
 export type { TimerScope } from './timers/timer-plan.js';
+export { TIMER_SCOPES } from './timers/timer-plan.js';

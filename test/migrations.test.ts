@@ -29,14 +29,18 @@ for (const dialect of DIALECTS) {
       const timer = await indexSql(dialect, execute, 'saga_timer');
       expect(timer).toEqual(
         expect.arrayContaining([
-          expect.stringMatching(/unique index saga_timer_pending_name_uniq on .*saga_timer.*\(saga_type, saga_id, name\) where \(?dispatched_at is null\)?/),
+          expect.stringMatching(
+            /unique index saga_timer_pending_name_uniq on .*saga_timer.*\(saga_type, saga_id, name\) where \(?dispatched_at is null\)?/,
+          ),
           expect.stringMatching(/index saga_timer_due_idx on .*saga_timer.*\(available_at\) where \(?dispatched_at is null\)?/),
           expect.stringMatching(/index saga_timer_dispatched_at_idx on .*saga_timer.*\(dispatched_at\)$/),
         ]),
       );
       const outbox = await indexSql(dialect, execute, 'saga_outbox');
       expect(outbox).toEqual(
-        expect.arrayContaining([expect.stringMatching(/index saga_outbox_due_idx on .*saga_outbox.*\(available_at\) where \(?dispatched_at is null\)?/)]),
+        expect.arrayContaining([
+          expect.stringMatching(/index saga_outbox_due_idx on .*saga_outbox.*\(available_at\) where \(?dispatched_at is null\)?/),
+        ]),
       );
     });
 
@@ -45,7 +49,11 @@ for (const dialect of DIALECTS) {
       const em = orm.em.fork();
       const sagaIndexes = await indexSql(dialect, (sql) => em.getConnection().execute<Record<string, unknown>[]>(sql), 'scripted_saga');
       expect(sagaIndexes).toEqual(
-        expect.arrayContaining([expect.stringMatching(/index scripted_saga_completed_at_index on .*scripted_saga.*\(created_at\) where \(?completed_at is null\)?/)]),
+        expect.arrayContaining([
+          expect.stringMatching(
+            /index scripted_saga_completed_at_index on .*scripted_saga.*\(created_at\) where \(?completed_at is null\)?/,
+          ),
+        ]),
       );
       expect((await orm.getSchemaGenerator().getUpdateSchemaSQL({ wrap: false })).trim()).toBe('');
     });

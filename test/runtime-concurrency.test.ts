@@ -1,6 +1,6 @@
 // DESIGN rule 4 on every database: a stale version rolls back, re-reads, re-runs; bounded; never a lost update.
 import { describe, expect, it } from 'vitest';
-import { SagaConcurrencyError, SagaRuntime, defineSaga } from '../src/index.js';
+import { defineSaga, SagaConcurrencyError, SagaRuntime } from '../src/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';

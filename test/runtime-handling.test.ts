@@ -1,6 +1,6 @@
 // DESIGN rules 1 to 3 on every database: correlation, starting, ignoring, one transaction, no empty writes.
 import { describe, expect, it } from 'vitest';
-import { SagaPersistenceError, SagaRuntime, defineSaga } from '../src/index.js';
+import { defineSaga, SagaPersistenceError, SagaRuntime } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
@@ -32,7 +32,11 @@ for (const dialect of DIALECTS) {
         const { runtime, rows } = setup();
         const key = uniqueKey('orphan');
         const before = (await rows.sagas()).length;
-        const result = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }, { op: 'send', message: { type: 'X' } }] });
+        const result = await runtime.handle(scriptedSaga, {
+          type: 'Do',
+          key,
+          actions: [{ op: 'inc' }, { op: 'send', message: { type: 'X' } }],
+        });
         expect(result).toMatchObject({ outcome: 'ignored', reason: 'no-instance', sagaId: null, version: null });
         expect(await rows.saga(key)).toBeNull();
         expect(await rows.sagas()).toHaveLength(before);
@@ -82,7 +86,12 @@ for (const dialect of DIALECTS) {
       it('a step that throws writes nothing: no state, no timers, no outbox rows', async () => {
         const { runtime, rows } = setup();
         const key = uniqueKey('throw');
-        const failing = [{ op: 'inc' as const }, { op: 'schedule' as const, name: 't' }, { op: 'send' as const, message: { type: 'M' } }, { op: 'throw' as const, message: 'boom' }];
+        const failing = [
+          { op: 'inc' as const },
+          { op: 'schedule' as const, name: 't' },
+          { op: 'send' as const, message: { type: 'M' } },
+          { op: 'throw' as const, message: 'boom' },
+        ];
         await expect(runtime.handle(scriptedSaga, { type: 'Start', key, actions: failing })).rejects.toThrow('boom');
         expect(await rows.saga(key)).toBeNull();
 
@@ -109,9 +118,11 @@ for (const dialect of DIALECTS) {
                 dialect === 'postgresql'
                   ? Number(
                       (
-                        await em.getConnection().execute<{ n: string }[]>(
-                          "select count(*) as n from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'",
-                        )
+                        await em
+                          .getConnection()
+                          .execute<{ n: string }[]>(
+                            "select count(*) as n from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'",
+                          )
                       )[0]?.n,
                     )
                   : 0;
@@ -157,7 +168,12 @@ for (const dialect of DIALECTS) {
         expect(timers[0]?.availableAt).toEqual(timers[0]?.dueAt);
         const outbox = await rows.outbox(started.sagaId!);
         expect(outbox).toHaveLength(2);
-        expect(outbox.map((o) => o.payload)).toEqual(expect.arrayContaining([{ type: 'Notify', n: 1 }, { type: 'Notify', n: 2 }]));
+        expect(outbox.map((o) => o.payload)).toEqual(
+          expect.arrayContaining([
+            { type: 'Notify', n: 1 },
+            { type: 'Notify', n: 2 },
+          ]),
+        );
         const first = outbox.find((o) => (o.payload as { n: number }).n === 1);
         expect(first?.headers).toMatchObject({ tenant: 't1', 'saga-type': 'scripted', 'saga-id': started.sagaId });
         expect(first?.headers['correlation-id']).toBe(first?.correlationId);
@@ -207,7 +223,9 @@ for (const dialect of DIALECTS) {
         if (dialect === 'postgresql') {
           await conn.execute(`create or replace function fail_explode() returns trigger as $$
             begin if new.name = 'explode' then raise exception 'timer write failed'; end if; return new; end $$ language plpgsql`);
-          await conn.execute('create trigger fail_explode before insert or update on saga_timer for each row execute function fail_explode()');
+          await conn.execute(
+            'create trigger fail_explode before insert or update on saga_timer for each row execute function fail_explode()',
+          );
         } else {
           await conn.execute(
             "create trigger fail_explode before insert on saga_timer when new.name = 'explode' begin select raise(abort, 'timer write failed'); end",
@@ -216,7 +234,11 @@ for (const dialect of DIALECTS) {
         const message = {
           type: 'Do' as const,
           key,
-          actions: [{ op: 'inc' as const }, { op: 'send' as const, message: { type: 'Charged' } }, { op: 'schedule' as const, name: 'explode' }],
+          actions: [
+            { op: 'inc' as const },
+            { op: 'send' as const, message: { type: 'Charged' } },
+            { op: 'schedule' as const, name: 'explode' },
+          ],
         };
         try {
           const error = await runtime.handle(scriptedSaga, message).catch((e: unknown) => e);
@@ -227,7 +249,9 @@ for (const dialect of DIALECTS) {
           expect(await rows.timers({ sagaId: started.sagaId })).toEqual([]);
           // A new instance whose first flush fails leaves no row at all.
           const other = uniqueKey('explode-new');
-          await expect(runtime.handle(scriptedSaga, { ...message, type: 'Start', key: other })).rejects.toBeInstanceOf(SagaPersistenceError);
+          await expect(runtime.handle(scriptedSaga, { ...message, type: 'Start', key: other })).rejects.toBeInstanceOf(
+            SagaPersistenceError,
+          );
           expect(await rows.saga(other)).toBeNull();
         } finally {
           await conn.execute(dialect === 'postgresql' ? 'drop trigger fail_explode on saga_timer' : 'drop trigger fail_explode');

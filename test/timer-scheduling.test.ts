@@ -56,7 +56,10 @@ for (const dialect of DIALECTS) {
         const result = await runtime.handle(scriptedSaga, {
           type: 'Do',
           key,
-          actions: [{ op: 'cancel', name: 'r' }, { op: 'schedule', name: 'r', after: 9_000 }],
+          actions: [
+            { op: 'cancel', name: 'r' },
+            { op: 'schedule', name: 'r', after: 9_000 },
+          ],
         });
         expect(result.timersScheduled).toBe(1);
         const pending = await rows.pendingTimers(sagaId);
@@ -94,7 +97,14 @@ for (const dialect of DIALECTS) {
             { op: 'schedule', name: 'b' },
           ],
         });
-        const result = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'cancel', name: 'a' }, { op: 'cancel', name: 'zzz' }] });
+        const result = await runtime.handle(scriptedSaga, {
+          type: 'Do',
+          key,
+          actions: [
+            { op: 'cancel', name: 'a' },
+            { op: 'cancel', name: 'zzz' },
+          ],
+        });
         expect(result.timersCancelled).toBe(1);
         expect((await rows.pendingTimers(sagaId)).map((t) => t.name)).toEqual(['b']);
         expect(await rows.timers({ sagaId, name: 'a' })).toEqual([]);
@@ -120,7 +130,10 @@ for (const dialect of DIALECTS) {
           ],
         });
         const pending = await rows.pendingTimers(sagaId);
-        expect(pending.find((t) => t.name === 'biz')).toMatchObject({ calendarKey: 'weekdays', dueAt: new Date('2026-01-12T16:00:00.000Z') });
+        expect(pending.find((t) => t.name === 'biz')).toMatchObject({
+          calendarKey: 'weekdays',
+          dueAt: new Date('2026-01-12T16:00:00.000Z'),
+        });
         expect(pending.find((t) => t.name === 'wall')).toMatchObject({ calendarKey: null, dueAt: new Date('2026-01-10T16:00:00.000Z') });
       });
     });
@@ -270,7 +283,10 @@ for (const dialect of DIALECTS) {
         const result = await runtime.handle(scriptedSaga, {
           type: 'Do',
           key,
-          actions: [{ op: 'stage', stage: 'paying' }, { op: 'schedule', name: 'payment-timeout' }],
+          actions: [
+            { op: 'stage', stage: 'paying' },
+            { op: 'schedule', name: 'payment-timeout' },
+          ],
         });
         expect(result).toMatchObject({ step: 'paying', timersCancelled: 1, timersScheduled: 1 });
         expect((await rows.pendingTimers(sagaId)).map((t) => [t.name, t.step])).toEqual([
@@ -292,7 +308,14 @@ for (const dialect of DIALECTS) {
         const { runtime, rows } = setup();
         const { key, sagaId } = await start(runtime, 'move');
         await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'schedule', name: 't' }] });
-        await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'stage', stage: 'next' }, { op: 'schedule', name: 't' }] });
+        await runtime.handle(scriptedSaga, {
+          type: 'Do',
+          key,
+          actions: [
+            { op: 'stage', stage: 'next' },
+            { op: 'schedule', name: 't' },
+          ],
+        });
         const pending = await rows.pendingTimers(sagaId);
         expect(pending.map((t) => [t.name, t.step])).toEqual([['t', 'next']]);
       });

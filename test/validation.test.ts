@@ -1,12 +1,12 @@
 // DESIGN rule 9 on every database: bad input gets a typed error that says what to do, and nothing is written.
 import { describe, expect, it } from 'vitest';
 import {
-  type SagaErrorCode,
+  defineSaga,
   SagaCorrelationError,
   SagaDefinitionError,
+  type SagaErrorCode,
   SagaRuntime,
   SagaValidationError,
-  defineSaga,
 } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
@@ -28,18 +28,48 @@ const badSchedules: [string, Action, SagaErrorCode, RegExp][] = [
   ['an invalid due date', { op: 'schedule', name: 't', at: 'not a date' }, 'TIMER_DUE_INVALID', /valid Date/],
   ['an unknown calendar', { op: 'schedule', name: 't', calendar: 'mars' }, 'CALENDAR_UNKNOWN', /register it/],
   ['a timer message without type', { op: 'schedule', name: 't', message: { label: 'x' } }, 'MESSAGE_TYPE_MISSING', /'type' string/],
-  ['a timer message the saga has no step for', { op: 'schedule', name: 't', message: { type: 'Nope' } }, 'MESSAGE_TYPE_UNKNOWN', /add steps\.Nope/],
-  ['a BigInt in a timer payload', { op: 'schedule', name: 't', message: { type: 'Tick', n: 10n } }, 'PAYLOAD_NOT_SERIALIZABLE', /\.n is a BigInt/],
+  [
+    'a timer message the saga has no step for',
+    { op: 'schedule', name: 't', message: { type: 'Nope' } },
+    'MESSAGE_TYPE_UNKNOWN',
+    /add steps\.Nope/,
+  ],
+  [
+    'a BigInt in a timer payload',
+    { op: 'schedule', name: 't', message: { type: 'Tick', n: 10n } },
+    'PAYLOAD_NOT_SERIALIZABLE',
+    /\.n is a BigInt/,
+  ],
   ['a cycle in a timer payload', { op: 'schedule', name: 't', message: cyclic }, 'PAYLOAD_NOT_SERIALIZABLE', /cycle/],
-  ['a function in a timer payload', { op: 'schedule', name: 't', message: { type: 'Tick', f: () => 1 } }, 'PAYLOAD_NOT_SERIALIZABLE', /\.f is a function/],
-  ['a Date in a timer payload', { op: 'schedule', name: 't', message: { type: 'Tick', at: new Date() } }, 'PAYLOAD_NOT_SERIALIZABLE', /ISO string/],
+  [
+    'a function in a timer payload',
+    { op: 'schedule', name: 't', message: { type: 'Tick', f: () => 1 } },
+    'PAYLOAD_NOT_SERIALIZABLE',
+    /\.f is a function/,
+  ],
+  [
+    'a Date in a timer payload',
+    { op: 'schedule', name: 't', message: { type: 'Tick', at: new Date() } },
+    'PAYLOAD_NOT_SERIALIZABLE',
+    /ISO string/,
+  ],
   ['a Map in a timer payload', { op: 'schedule', name: 't', message: { type: 'Tick', m: new Map() } }, 'PAYLOAD_NOT_SERIALIZABLE', /Map/],
   ['NaN in a timer payload', { op: 'schedule', name: 't', message: { type: 'Tick', n: Number.NaN } }, 'PAYLOAD_NOT_SERIALIZABLE', /NaN/],
-  ['an over-large timer payload', { op: 'schedule', name: 't', message: { type: 'Tick', blob: 'x'.repeat(70_000) } }, 'PAYLOAD_TOO_LARGE', /maxPayloadBytes/],
+  [
+    'an over-large timer payload',
+    { op: 'schedule', name: 't', message: { type: 'Tick', blob: 'x'.repeat(70_000) } },
+    'PAYLOAD_TOO_LARGE',
+    /maxPayloadBytes/,
+  ],
   ['a sent message without type', { op: 'send', message: { n: 1 } }, 'MESSAGE_TYPE_MISSING', /'type' string/],
   ['a BigInt in a sent message', { op: 'send', message: { type: 'M', n: 1n } }, 'PAYLOAD_NOT_SERIALIZABLE', /BigInt/],
   ['an over-large sent message', { op: 'send', message: { type: 'M', blob: 'é'.repeat(40_000) } }, 'PAYLOAD_TOO_LARGE', /80\d+ bytes/],
-  ['a non-string header', { op: 'send', message: { type: 'M' }, headers: { n: 1 as never } }, 'PAYLOAD_NOT_SERIALIZABLE', /headers are strings/],
+  [
+    'a non-string header',
+    { op: 'send', message: { type: 'M' }, headers: { n: 1 as never } },
+    'PAYLOAD_NOT_SERIALIZABLE',
+    /headers are strings/,
+  ],
 ];
 
 for (const dialect of DIALECTS) {

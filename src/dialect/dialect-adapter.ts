@@ -28,7 +28,8 @@ const sqlite: DialectAdapter = {
   name: 'sqlite',
   supportsSkipLocked: false,
   readJson: (value) => (typeof value === 'string' ? JSON.parse(value) : value),
-  readDate: (value) => (value == null ? null : new Date(typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : (value as number))),
+  readDate: (value) =>
+    value == null ? null : new Date(typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : (value as number)),
 };
 
 /**

@@ -2,8 +2,8 @@ import { SagaOutbox } from './saga-outbox.js';
 import { SagaState } from './saga-state.js';
 import { SagaTimer } from './saga-timer.js';
 
-export { COLUMN_LIMITS, OUTBOX_OUTCOMES, TIMER_OUTCOMES } from './dispatch-states.js';
 export type { OutboxOutcome, TimerOutcome } from './dispatch-states.js';
+export { COLUMN_LIMITS, OUTBOX_OUTCOMES, TIMER_OUTCOMES } from './dispatch-states.js';
 export { SagaOutbox } from './saga-outbox.js';
 export { SagaState } from './saga-state.js';
 export { SagaTimer } from './saga-timer.js';

@@ -8,6 +8,11 @@ export interface SagaMessage {
   readonly type: string;
 }
 
+/** Any message with arbitrary data: the default type of the messages a saga sends. */
+export interface AnyMessage extends SagaMessage {
+  readonly [key: string]: unknown;
+}
+
 /** The member of the union `TMessage` whose `type` is `K`. */
 export type MessageOfType<TMessage extends SagaMessage, K extends TMessage['type']> = Extract<TMessage, { type: K }>;
 
@@ -41,7 +46,9 @@ export interface SagaDefinitionInput<TState extends SagaState, TIn extends SagaM
    */
   readonly name: string;
   /** The state entity class: extends `SagaState` and is registered in MikroORM's `entities`. */
-  readonly state: new (...args: never[]) => TState;
+  readonly state: new (
+    ...args: never[]
+  ) => TState;
   /**
    * `property`: the state property that identifies an instance, unique in its table (default `id`).
    * `from`: reads the value from a message. Messages delivered by the saga's own timers need none.
@@ -71,7 +78,7 @@ export interface SagaDefinitionInput<TState extends SagaState, TIn extends SagaM
 export interface SagaDefinition<
   TState extends SagaState = SagaState,
   TIn extends SagaMessage = SagaMessage,
-  TOut extends SagaMessage = SagaMessage,
+  TOut extends SagaMessage = AnyMessage,
 > {
   readonly name: string;
   readonly state: new (...args: never[]) => TState;
@@ -100,7 +107,7 @@ export interface SagaDefinition<
  * @throws SagaDefinitionError `DEFINITION_INVALID` for an empty or over-long name, a start message
  *   without a step, or a malformed option.
  */
-export function defineSaga<TState extends SagaState, TIn extends SagaMessage, TOut extends SagaMessage = SagaMessage>(
+export function defineSaga<TState extends SagaState, TIn extends SagaMessage, TOut extends SagaMessage = AnyMessage>(
   input: SagaDefinitionInput<TState, TIn, TOut>,
 ): SagaDefinition<TState, TIn, TOut> {
   const fail = (message: string): never => {

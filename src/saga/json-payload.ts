@@ -1,4 +1,4 @@
-import { SagaValidationError, type SagaErrorDetails } from '../errors.js';
+import { type SagaErrorDetails, SagaValidationError } from '../errors.js';
 
 /**
  * Checks that `value` survives `JSON.parse(JSON.stringify(value))` unchanged and returns its JSON text.

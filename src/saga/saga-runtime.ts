@@ -20,16 +20,17 @@ import {
   SagaPersistenceError,
   SagaValidationError,
 } from '../errors.js';
-import { type OutboxWrite, insertOutboxMessages } from '../sql/outbox-statements.js';
+import { uuidV7 } from '../ids/uuid-v7.js';
+import { insertOutboxMessages, type OutboxWrite } from '../sql/outbox-statements.js';
 import { guardSagaVersion } from '../sql/saga-statements.js';
 import {
-  type TimerWrite,
   deleteAllPendingTimers,
   deletePendingTimers,
   deletePendingTimersOfOtherSteps,
   insertTimers,
   markTimerFired,
   replacePendingTimer,
+  type TimerWrite,
 } from '../sql/timer-statements.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type Clock, systemClock } from '../time/clock.js';
@@ -110,9 +111,7 @@ interface RegisteredSaga {
   readonly settings: StepContextSettings;
 }
 
-type Target =
-  | { readonly kind: 'correlation'; readonly value: unknown }
-  | { readonly kind: 'timer'; readonly timer: TimerDelivery };
+type Target = { readonly kind: 'correlation'; readonly value: unknown } | { readonly kind: 'timer'; readonly timer: TimerDelivery };
 
 /** Another unit of work changed the saga between our read and our write. */
 class VersionConflict extends Error {}
@@ -329,7 +328,15 @@ export class SagaRuntime {
     if (!state) {
       if (timer || !definition.startedBy.has(message.type)) {
         if (timer) await this.retireTimerOf(em, timer, now, null);
-        return { ...base, ...none, outcome: HANDLE_OUTCOMES.IGNORED, reason: IGNORE_REASONS.NO_INSTANCE, sagaId: timer?.sagaId ?? null, version: null, step: null };
+        return {
+          ...base,
+          ...none,
+          outcome: HANDLE_OUTCOMES.IGNORED,
+          reason: IGNORE_REASONS.NO_INSTANCE,
+          sagaId: timer?.sagaId ?? null,
+          version: null,
+          step: null,
+        };
       }
       isNew = true;
       state = em.create(definition.state, {
@@ -377,7 +384,7 @@ export class SagaRuntime {
     }
 
     const timerWrites: TimerWrite[] = scheduled.map((planned) => ({
-      id: randomUUID(),
+      id: uuidV7(),
       sagaType: definition.name,
       sagaId: state.id,
       name: planned.name,
@@ -391,7 +398,7 @@ export class SagaRuntime {
       createdAt: now,
     }));
     const outboxWrites: OutboxWrite[] = ctx.outgoing.map((out) => ({
-      id: randomUUID(),
+      id: uuidV7(),
       sagaType: definition.name,
       sagaId: state.id,
       messageType: out.messageType,
@@ -573,7 +580,8 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSaga
   const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) fail(`concurrency.maxAttempts must be an integer >= 1; got ${maxAttempts}.`);
   if (!(baseDelayMs >= 0) || !(maxDelayMs >= 0)) fail('concurrency.baseDelayMs and maxDelayMs must be >= 0.');
-  if (!Number.isInteger(maxPayloadBytes) || maxPayloadBytes < 1) fail(`maxPayloadBytes must be a positive integer; got ${maxPayloadBytes}.`);
+  if (!Number.isInteger(maxPayloadBytes) || maxPayloadBytes < 1)
+    fail(`maxPayloadBytes must be a positive integer; got ${maxPayloadBytes}.`);
   const calendars = new Map(Object.entries(options.calendars ?? {}));
   for (const [key, calendar] of calendars) {
     if (typeof calendar?.addDuration !== 'function' || typeof calendar?.nextOpen !== 'function') {

@@ -1,10 +1,10 @@
 import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
-import { SagaError, SagaValidationError, type SagaErrorDetails } from '../errors.js';
+import { SagaError, type SagaErrorDetails, SagaValidationError } from '../errors.js';
 import { type Duration, toMilliseconds } from '../time/duration.js';
 import { TIMER_SCOPES, TimerPlan, type TimerScope } from '../timers/timer-plan.js';
+import type { AnyMessage, SagaMessage } from './define-saga.js';
 import { toJsonPayload } from './json-payload.js';
-import type { SagaMessage } from './define-saga.js';
 
 /** Options of {@link StepContext.schedule}. */
 export interface ScheduleOptions {
@@ -40,7 +40,7 @@ export interface OutgoingMessage {
 }
 
 /** What a step can do besides changing its state. */
-export interface StepContext<TIn extends SagaMessage = SagaMessage, TOut extends SagaMessage = SagaMessage> {
+export interface StepContext<TIn extends SagaMessage = SagaMessage, TOut extends SagaMessage = AnyMessage> {
   /** The saga type (definition name). */
   readonly sagaType: string;
   /** The instance id. */

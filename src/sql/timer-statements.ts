@@ -76,12 +76,7 @@ export function insertTimers(em: EntityManager, timers: readonly TimerWrite[]): 
 }
 
 /** Deletes the named pending timers of one saga instance. */
-export function deletePendingTimers(
-  em: EntityManager,
-  sagaType: string,
-  sagaId: string,
-  names: readonly string[],
-): Promise<number> {
+export function deletePendingTimers(em: EntityManager, sagaType: string, sagaId: string, names: readonly string[]): Promise<number> {
   return runStatement(
     em,
     `delete from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null and "name" in (${placeholders(names.length)})`,
@@ -98,12 +93,7 @@ export function deleteAllPendingTimers(em: EntityManager, sagaType: string, saga
 }
 
 /** Deletes the pending step-scoped timers of one saga instance that belong to a step other than `step`. */
-export function deletePendingTimersOfOtherSteps(
-  em: EntityManager,
-  sagaType: string,
-  sagaId: string,
-  step: string | null,
-): Promise<number> {
+export function deletePendingTimersOfOtherSteps(em: EntityManager, sagaType: string, sagaId: string, step: string | null): Promise<number> {
   return step === null
     ? runStatement(
         em,

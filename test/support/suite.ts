@@ -1,6 +1,6 @@
 import type { AnyEntity, EntityClass } from '@mikro-orm/core';
 import { afterAll, beforeAll } from 'vitest';
-import { type DialectName, type TestDatabase, createTestDatabase } from './databases.js';
+import { createTestDatabase, type DialectName, type TestDatabase } from './databases.js';
 
 /** Creates the file's database before its tests and drops it afterwards; returns a getter. */
 export function useDatabase(dialect: DialectName, entities: EntityClass<AnyEntity>[]): () => TestDatabase {

@@ -1,6 +1,6 @@
 // Unit tests: no database, time from a fake clock.
 import { describe, expect, it } from 'vitest';
-import { WeekdayCalendar, defineSaga, SagaState } from '../../src/index.js';
+import { defineSaga, SagaState, WeekdayCalendar } from '../../src/index.js';
 import { toJsonPayload } from '../../src/saga/json-payload.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { toMilliseconds } from '../../src/time/duration.js';
@@ -108,5 +108,15 @@ describe('defineSaga', () => {
     expect(saga.correlate({ type: 'A', k: 'key' })).toEqual({ defined: true, value: 'key' });
     expect(saga.correlate({ type: 'B', j: 'x' })).toEqual({ defined: false, value: undefined });
     expect(saga.handlesCompleted('A')).toBe(false);
+  });
+});
+
+describe('uuidV7', () => {
+  it('makes valid version-7 uuids that sort in creation order', async () => {
+    const { uuidV7 } = await import('../../src/ids/uuid-v7.js');
+    const ids = Array.from({ length: 5_000 }, () => uuidV7());
+    expect(ids.every((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id))).toBe(true);
+    expect([...ids].sort()).toEqual(ids);
+    expect(new Set(ids).size).toBe(ids.length);
   });
 });
