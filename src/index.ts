@@ -4,6 +4,29 @@ export type { BusinessCalendar } from './calendars/business-calendar.js';
 export type { WeekdayCalendarOptions } from './calendars/weekday-calendar.js';
 export { WeekdayCalendar } from './calendars/weekday-calendar.js';
 export { getCorrelationId, runWithCorrelationId } from './correlation/correlation-context.js';
+export type {
+  CatchUpPolicy,
+  OutboxPublisher,
+  ResolvedDispatcherOptions,
+  SagaDispatcherOptions,
+} from './dispatcher/dispatcher-options.js';
+export {
+  CATCH_UP_POLICIES,
+  DEFAULT_BACKLOG_AFTER_MS,
+  DEFAULT_BACKOFF_BASE_MS,
+  DEFAULT_BACKOFF_MAX_MS,
+  DEFAULT_BATCH_SIZE,
+  DEFAULT_DB_RETRY_MAX_MS,
+  DEFAULT_DELIVERY_CONCURRENCY,
+  DEFAULT_DELIVERY_TIMEOUT_MS,
+  DEFAULT_DISPATCH_MAX_ATTEMPTS,
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_CATCH_UP_AGE_MS,
+  DEFAULT_POLL_INTERVAL_MS,
+} from './dispatcher/dispatcher-options.js';
+export type { OutboxEnvelope } from './dispatcher/outbox-envelope.js';
+export type { DispatcherEvents, DispatchPassResult } from './dispatcher/saga-dispatcher.js';
+export { SagaDispatcher } from './dispatcher/saga-dispatcher.js';
 export type { OutboxOutcome, TimerOutcome } from './entities/index.js';
 export {
   COLUMN_LIMITS,
@@ -52,6 +75,8 @@ export {
   SagaRuntime,
 } from './saga/saga-runtime.js';
 export type { FiringTimer, ScheduleOptions, SendOptions, StepContext } from './saga/step-context.js';
+export type { LogLevel, SagaLogger } from './telemetry/logger.js';
+export { consoleLogger, LOG_LEVELS, silentLogger } from './telemetry/logger.js';
 export type { SagaCounterName, SagaStats } from './telemetry/saga-metrics.js';
 export { SAGA_COUNTERS, TELEMETRY_SCOPE } from './telemetry/saga-metrics.js';
 export type { Clock } from './time/clock.js';

@@ -1,0 +1,158 @@
+import { SagaDefinitionError } from '../errors.js';
+import type { SagaRuntime } from '../saga/saga-runtime.js';
+import { consoleLogger, type SagaLogger } from '../telemetry/logger.js';
+import type { Clock } from '../time/clock.js';
+import type { OutboxEnvelope } from './outbox-envelope.js';
+
+/** What happens to timers that came due while no dispatcher ran (the catch-up backlog). */
+export const CATCH_UP_POLICIES = {
+  /** Fire the whole backlog, oldest first. */
+  FIRE_ALL: 'fire-all',
+  /** Fire only the newest overdue timer of each saga instance; stamp the older backlog `missed`. */
+  FIRE_LATEST_PER_SAGA: 'fire-latest-per-saga',
+  /** Stamp `missed` the backlog overdue by more than `maxAgeMs`; fire the rest. */
+  SKIP_BEYOND_MAX_AGE: 'skip-beyond-max-age',
+} as const;
+/** What happens to timers that came due while no dispatcher ran. */
+export type CatchUpPolicy = (typeof CATCH_UP_POLICIES)[keyof typeof CATCH_UP_POLICIES];
+
+/** Default `pollIntervalMs`: pause after a pass that found nothing to do. */
+export const DEFAULT_POLL_INTERVAL_MS = 5_000;
+/** Default `batchSize`: rows claimed per table per pass. */
+export const DEFAULT_BATCH_SIZE = 100;
+/** Default `maxAttempts`: failed deliveries before a row is dead-lettered. */
+export const DEFAULT_DISPATCH_MAX_ATTEMPTS = 10;
+/** Default `leaseMs`: how long a claim is exclusive; after it another dispatcher may take the row. */
+export const DEFAULT_LEASE_MS = 30_000;
+/** Default `backoff.baseMs`: delay before the first retry of a failed delivery. */
+export const DEFAULT_BACKOFF_BASE_MS = 1_000;
+/** Default `backoff.maxMs`: cap of the retry delay. */
+export const DEFAULT_BACKOFF_MAX_MS = 5 * 60_000;
+/** Default `catchUp.maxAgeMs`: the threshold of `skip-beyond-max-age`. */
+export const DEFAULT_MAX_CATCH_UP_AGE_MS = 24 * 60 * 60_000;
+/** Default `catchUp.backlogAfterMs`: how overdue a never-attempted timer must be to count as backlog. */
+export const DEFAULT_BACKLOG_AFTER_MS = 60_000;
+/** Default `concurrency`: deliveries (and publishes) in flight at once per dispatcher. */
+export const DEFAULT_DELIVERY_CONCURRENCY = 10;
+/** Default `deliveryTimeoutMs`: a delivery or publish still running after this long counts as failed. */
+export const DEFAULT_DELIVERY_TIMEOUT_MS = 60_000;
+/** Default `dbRetry.maxMs`: cap of the loop's wait after a pass failed (database outage). */
+export const DEFAULT_DB_RETRY_MAX_MS = 30_000;
+
+/** Hands one outbox message to the application's broker; resolve when it is accepted. */
+export type OutboxPublisher = (envelope: OutboxEnvelope) => Promise<void>;
+
+/** Options of {@link SagaDispatcher}. */
+export interface SagaDispatcherOptions {
+  /** The runtime timers are delivered through (its EntityManager, clock and sagas are used). */
+  readonly runtime: SagaRuntime;
+  /** Publishes outbox messages. Default: none, the outbox is not relayed by this dispatcher. */
+  readonly publish?: OutboxPublisher;
+  /** Source of "now". Default: the runtime's clock. */
+  readonly clock?: Clock;
+  /** Pause after a pass that found nothing to do, ms. Default 5,000. */
+  readonly pollIntervalMs?: number;
+  /** Rows claimed per table per pass. Default 100. */
+  readonly batchSize?: number;
+  /** Failed deliveries a row may collect; the last one dead-letters it. Default 10. */
+  readonly maxAttempts?: number;
+  /** Lease of a claim, ms: exclusive ownership; a crashed dispatcher's rows are taken over after it. Default 30,000. */
+  readonly leaseMs?: number;
+  /** Retry delay after a failed delivery: `min(maxMs, baseMs * 2^(attempts-1))`, half of it jittered. */
+  readonly backoff?: {
+    /** Default 1,000 ms. */
+    readonly baseMs?: number;
+    /** Default 300,000 ms (5 minutes). */
+    readonly maxMs?: number;
+    /** Randomise the upper half of each delay. Default true. */
+    readonly jitter?: boolean;
+  };
+  /** Catch-up for timers that came due while no dispatcher ran. */
+  readonly catchUp?: {
+    /** Default `fire-all`. */
+    readonly policy?: CatchUpPolicy;
+    /** Threshold of `skip-beyond-max-age`, ms. Default 86,400,000 (1 day). */
+    readonly maxAgeMs?: number;
+    /**
+     * A never-attempted timer overdue by more than this (ms) counts as backlog for `fire-latest-per-saga`:
+     * a running dispatcher would have fired it within a poll interval. Default 60,000.
+     */
+    readonly backlogAfterMs?: number;
+  };
+  /** Deliveries and publishes in flight at once. Default 10. */
+  readonly concurrency?: number;
+  /** A delivery or publish still running after this long (ms) counts as failed; its late result is discarded. Default 60,000. */
+  readonly deliveryTimeoutMs?: number;
+  /** Cap of the loop's wait between passes that failed (database outage), ms; it doubles from the poll interval. Default 30,000. */
+  readonly dbRetryMaxMs?: number;
+  /** Where outages, failures and dead letters are reported. Default: console, warnings and errors. */
+  readonly logger?: SagaLogger;
+}
+
+/** {@link SagaDispatcherOptions} with every default applied. */
+export interface ResolvedDispatcherOptions {
+  readonly runtime: SagaRuntime;
+  readonly publish: OutboxPublisher | undefined;
+  readonly clock: Clock;
+  readonly pollIntervalMs: number;
+  readonly batchSize: number;
+  readonly maxAttempts: number;
+  readonly leaseMs: number;
+  readonly backoff: { readonly baseMs: number; readonly maxMs: number; readonly jitter: boolean };
+  readonly catchUp: { readonly policy: CatchUpPolicy; readonly maxAgeMs: number; readonly backlogAfterMs: number };
+  readonly concurrency: number;
+  readonly deliveryTimeoutMs: number;
+  readonly dbRetryMaxMs: number;
+  readonly logger: SagaLogger;
+}
+
+/** Applies the documented defaults and checks every option's range. */
+export function resolveDispatcherOptions(options: SagaDispatcherOptions): ResolvedDispatcherOptions {
+  const fail = (message: string): never => {
+    throw new SagaDefinitionError('OPTION_INVALID', `SagaDispatcher: ${message}`);
+  };
+  if (!options?.runtime) fail("'runtime' is required: pass the SagaRuntime timers are delivered through.");
+  if (options.publish !== undefined && typeof options.publish !== 'function')
+    fail("'publish' must be an async function taking an envelope.");
+  const positive = (name: string, value: number, integer = false) => {
+    if (!(value > 0) || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
+      fail(`${name} must be a positive ${integer ? 'integer' : 'number'}; got ${value}.`);
+    }
+    return value;
+  };
+  const policy = options.catchUp?.policy ?? CATCH_UP_POLICIES.FIRE_ALL;
+  if (!Object.values(CATCH_UP_POLICIES).includes(policy)) {
+    fail(`catchUp.policy must be one of ${Object.values(CATCH_UP_POLICIES).join(', ')}; got ${String(policy)}.`);
+  }
+  return {
+    runtime: options.runtime,
+    publish: options.publish,
+    clock: options.clock ?? options.runtime.options.clock,
+    pollIntervalMs: positive('pollIntervalMs', options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS),
+    batchSize: positive('batchSize', options.batchSize ?? DEFAULT_BATCH_SIZE, true),
+    maxAttempts: positive('maxAttempts', options.maxAttempts ?? DEFAULT_DISPATCH_MAX_ATTEMPTS, true),
+    leaseMs: positive('leaseMs', options.leaseMs ?? DEFAULT_LEASE_MS),
+    backoff: {
+      baseMs: positive('backoff.baseMs', options.backoff?.baseMs ?? DEFAULT_BACKOFF_BASE_MS),
+      maxMs: positive('backoff.maxMs', options.backoff?.maxMs ?? DEFAULT_BACKOFF_MAX_MS),
+      jitter: options.backoff?.jitter ?? true,
+    },
+    catchUp: {
+      policy,
+      maxAgeMs: positive('catchUp.maxAgeMs', options.catchUp?.maxAgeMs ?? DEFAULT_MAX_CATCH_UP_AGE_MS),
+      backlogAfterMs: positive('catchUp.backlogAfterMs', options.catchUp?.backlogAfterMs ?? DEFAULT_BACKLOG_AFTER_MS),
+    },
+    concurrency: positive('concurrency', options.concurrency ?? DEFAULT_DELIVERY_CONCURRENCY, true),
+    deliveryTimeoutMs: positive('deliveryTimeoutMs', options.deliveryTimeoutMs ?? DEFAULT_DELIVERY_TIMEOUT_MS),
+    dbRetryMaxMs: positive('dbRetryMaxMs', options.dbRetryMaxMs ?? DEFAULT_DB_RETRY_MAX_MS),
+    logger: options.logger ?? consoleLogger('warn'),
+  };
+}
+
+/** The retry delay after the `attempts`-th failure (1-based), ms. */
+export function retryDelayMs(attempts: number, backoff: ResolvedDispatcherOptions['backoff'], random: () => number = Math.random): number {
+  const ceiling = Math.min(backoff.maxMs, backoff.baseMs * 2 ** Math.max(0, attempts - 1));
+  // Equal jitter: never less than half the ceiling, so a failing row always leaves the head of the due
+  // queue, while competing retries still spread out.
+  return backoff.jitter ? ceiling / 2 + random() * (ceiling / 2) : ceiling;
+}

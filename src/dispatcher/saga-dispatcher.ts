@@ -1,0 +1,373 @@
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/core';
+import { runWithCorrelationId } from '../correlation/correlation-context.js';
+import { SagaError } from '../errors.js';
+import type { TimerDelivery } from '../saga/saga-runtime.js';
+import {
+  DISPATCH_TABLES,
+  type DispatchTable,
+  deadLetter,
+  markPublished,
+  missTimersOverdueBefore,
+  missTimersSupersededInBacklog,
+  recordFailure,
+  releaseClaim,
+} from '../sql/dispatch-statements.js';
+import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
+import { type ClaimedOutboxRow, claimDueOutboxRows, claimDueTimers } from './claim-due-rows.js';
+import {
+  CATCH_UP_POLICIES,
+  type ResolvedDispatcherOptions,
+  resolveDispatcherOptions,
+  retryDelayMs,
+  type SagaDispatcherOptions,
+} from './dispatcher-options.js';
+
+/** What one dispatcher pass did. */
+export interface DispatchPassResult {
+  readonly timers: {
+    /** Due timers this pass claimed. */
+    readonly claimed: number;
+    /** Delivered; the state change and the `fired` stamp committed together. */
+    readonly fired: number;
+    /** Dropped: cancelled, replaced or already fired meanwhile, or their saga is gone or completed. */
+    readonly stale: number;
+    /** Delivery failed; the timer stays pending and backs off. */
+    readonly failed: number;
+    /** Failed for the last allowed time and retired. */
+    readonly deadLettered: number;
+    /** Discarded by the catch-up policy, stamped `missed`. */
+    readonly missed: number;
+    /** Claimed but given back unattempted because the dispatcher was stopping. */
+    readonly released: number;
+  };
+  readonly outbox: {
+    readonly claimed: number;
+    readonly published: number;
+    readonly failed: number;
+    readonly deadLettered: number;
+    readonly released: number;
+  };
+}
+
+/** Events a dispatcher reports (see {@link SagaDispatcher.on}). */
+export interface DispatcherEvents {
+  /** A pass of the loop finished. */
+  pass: (result: DispatchPassResult) => void;
+  /** The loop found nothing to do and is about to wait `pollIntervalMs`. */
+  idle: () => void;
+  /** A pass failed as a whole (usually the database is unreachable); the loop waits and tries again. */
+  passFailed: (error: unknown, consecutiveFailures: number) => void;
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: Mutable<T[K]> };
+
+/** Marks a delivery that ran past `deliveryTimeoutMs`. */
+class DeliveryTimeout extends Error {
+  override readonly name = 'DeliveryTimeout';
+}
+
+/**
+ * Fires due timers and relays the outbox. Polls `saga_timer` and `saga_outbox`, claims due rows under a
+ * lease by their concurrency token, delivers timers to their saga through the runtime (which stamps them
+ * `fired` in the same transaction as the state change) and hands outbox rows to the publisher.
+ * Safe with any number of dispatchers on one database.
+ *
+ * `start()` runs the loop; `stop()` (or `await using`) ends it gracefully; `runOnce()` runs one pass, for
+ * tests and for hosts that schedule passes themselves.
+ */
+export class SagaDispatcher implements AsyncDisposable {
+  readonly options: ResolvedDispatcherOptions;
+  private readonly metrics = new SagaMetrics();
+  private readonly listeners: { [K in keyof DispatcherEvents]: Set<DispatcherEvents[K]> } = {
+    pass: new Set(),
+    idle: new Set(),
+    passFailed: new Set(),
+  };
+  private controller: AbortController | undefined;
+  private loop: Promise<void> | undefined;
+
+  /** @throws SagaDefinitionError `OPTION_INVALID` for an option out of range. */
+  constructor(options: SagaDispatcherOptions) {
+    this.options = resolveDispatcherOptions(options);
+  }
+
+  /** Whether the loop is running. */
+  get running(): boolean {
+    return this.loop !== undefined;
+  }
+
+  /** Totals of what this dispatcher did since it was created. */
+  stats(): SagaStats {
+    return this.metrics.stats();
+  }
+
+  /** Subscribes to an event; returns the unsubscribe function. */
+  on<K extends keyof DispatcherEvents>(event: K, listener: DispatcherEvents[K]): () => void {
+    this.listeners[event].add(listener);
+    return () => this.listeners[event].delete(listener);
+  }
+
+  /**
+   * Starts the polling loop. Only {@link stop} ends it: failed deliveries are counted and retried, and a
+   * failed pass (database outage) is logged and retried with backoff.
+   */
+  start(): void {
+    if (this.loop) throw new SagaError('OPTION_INVALID', 'SagaDispatcher.start(): the dispatcher is already running.');
+    const controller = new AbortController();
+    this.controller = controller;
+    this.loop = this.runLoop(controller.signal);
+  }
+
+  /**
+   * Stops the loop: deliveries in flight finish, rows claimed but not yet attempted are released for other
+   * dispatchers, then the promise resolves. Safe to call when not running.
+   */
+  async stop(): Promise<void> {
+    this.controller?.abort();
+    await this.loop;
+    this.loop = undefined;
+    this.controller = undefined;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  /** Runs one pass: catch-up, then claim and deliver due timers, then claim and publish due outbox rows. */
+  runOnce(): Promise<DispatchPassResult> {
+    return this.pass(this.controller?.signal);
+  }
+
+  private async runLoop(signal: AbortSignal): Promise<void> {
+    const { clock, pollIntervalMs, dbRetryMaxMs, logger } = this.options;
+    let failures = 0;
+    while (!signal.aborted) {
+      let result: DispatchPassResult;
+      try {
+        result = await this.pass(signal);
+      } catch (error) {
+        failures++;
+        const wait = Math.min(dbRetryMaxMs, pollIntervalMs * 2 ** (failures - 1));
+        logger.error(`dispatcher pass failed (${failures} in a row); retrying in ${wait} ms: ${describe(error)}`, { error });
+        this.emit('passFailed', error, failures);
+        await clock.sleep(wait, signal);
+        continue;
+      }
+      failures = 0;
+      this.emit('pass', result);
+      if (result.timers.claimed + result.timers.missed + result.outbox.claimed === 0) {
+        this.emit('idle');
+        await clock.sleep(pollIntervalMs, signal);
+      }
+    }
+  }
+
+  private async pass(signal: AbortSignal | undefined): Promise<DispatchPassResult> {
+    const { runtime, clock, leaseMs, batchSize, publish } = this.options;
+    const em = runtime.options.em.fork();
+    const result: Mutable<DispatchPassResult> = {
+      timers: { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, released: 0 },
+      outbox: { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0 },
+    };
+    const now = clock.now();
+    result.timers.missed = await this.applyCatchUp(em, now);
+    const leaseUntil = new Date(now.getTime() + leaseMs);
+    const timers = await claimDueTimers(em, runtime.dialect, now, leaseUntil, batchSize);
+    result.timers.claimed = timers.length;
+    await this.forEachConcurrently(timers, signal, DISPATCH_TABLES.timer, result.timers, (timer) => this.fire(timer, result.timers));
+    if (publish) {
+      const rows = await claimDueOutboxRows(em, runtime.dialect, clock.now(), new Date(clock.now().getTime() + leaseMs), batchSize);
+      result.outbox.claimed = rows.length;
+      await this.forEachConcurrently(
+        rows.map((row) => ({ ...row, id: row.envelope.id, sagaType: row.envelope.sagaType, sagaId: row.envelope.sagaId })),
+        signal,
+        DISPATCH_TABLES.outbox,
+        result.outbox,
+        (row) => this.publishOne(row, result.outbox),
+      );
+    }
+    return result;
+  }
+
+  /** Stamps the backlog the catch-up policy discards; returns how many. */
+  private async applyCatchUp(em: EntityManager, now: Date): Promise<number> {
+    const { policy, maxAgeMs, backlogAfterMs } = this.options.catchUp;
+    let rows: { saga_type: string }[] = [];
+    if (policy === CATCH_UP_POLICIES.SKIP_BEYOND_MAX_AGE) {
+      rows = await missTimersOverdueBefore(em, new Date(now.getTime() - maxAgeMs), now);
+    } else if (policy === CATCH_UP_POLICIES.FIRE_LATEST_PER_SAGA) {
+      rows = await missTimersSupersededInBacklog(em, new Date(now.getTime() - backlogAfterMs), now);
+    }
+    for (const row of rows) this.metrics.add('timersMissed', row.saga_type);
+    if (rows.length > 0) this.options.logger.warn(`catch-up (${policy}) stamped ${rows.length} overdue timer(s) missed`);
+    return rows.length;
+  }
+
+  private async fire(timer: TimerDelivery, counts: Mutable<DispatchPassResult['timers']>): Promise<void> {
+    try {
+      const deliver = () => this.options.runtime.deliverTimer(timer);
+      const result = await this.withTimeout(timer.correlationId ? () => runWithCorrelationId(timer.correlationId!, deliver) : deliver);
+      if (result.outcome === 'stale' || result.outcome === 'ignored') {
+        counts.stale++;
+        this.metrics.add('timersStale', timer.sagaType);
+      } else {
+        counts.fired++;
+        this.metrics.add('timersFired', timer.sagaType);
+      }
+    } catch (error) {
+      const what = `timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
+      const outcome = await this.recordFailure(DISPATCH_TABLES.timer, timer, timer.attempts, error, what);
+      if (outcome === 'dead-lettered') {
+        counts.deadLettered++;
+        this.metrics.add('timersDeadLettered', timer.sagaType);
+      } else {
+        counts.failed++;
+        this.metrics.add('timersFailed', timer.sagaType);
+      }
+    }
+  }
+
+  private async publishOne(row: ClaimedOutboxRow, counts: Mutable<DispatchPassResult['outbox']>): Promise<void> {
+    const { envelope } = row;
+    const publish = this.options.publish!;
+    try {
+      const send = () => publish(envelope);
+      await this.withTimeout(envelope.correlationId ? () => runWithCorrelationId(envelope.correlationId!, send) : send);
+    } catch (error) {
+      const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
+      const outcome = await this.recordFailure(
+        DISPATCH_TABLES.outbox,
+        { id: envelope.id, token: row.token },
+        envelope.attempts,
+        error,
+        what,
+      );
+      if (outcome === 'dead-lettered') {
+        counts.deadLettered++;
+        this.metrics.add('messagesDeadLettered', envelope.sagaType);
+      } else {
+        counts.failed++;
+        this.metrics.add('messagesFailed', envelope.sagaType);
+      }
+      return;
+    }
+    counts.published++;
+    this.metrics.add('messagesPublished', envelope.sagaType);
+    try {
+      const em = this.options.runtime.options.em.fork();
+      if ((await markPublished(em, { id: envelope.id, token: row.token }, this.options.clock.now())) === 0) {
+        // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
+        this.options.logger.warn(`outbox message ${envelope.id} was published after its lease ended; it may be published again`);
+      }
+    } catch (error) {
+      this.options.logger.error(
+        `outbox message ${envelope.id} was published but could not be stamped; it will be published again: ${describe(error)}`,
+      );
+    }
+  }
+
+  /**
+   * Counts a failed delivery: backs the row off, or dead-letters it on its last allowed attempt. A failure
+   * to record (database down) is logged; the row's lease then runs out and it is claimed again.
+   */
+  private async recordFailure(
+    table: DispatchTable,
+    claim: { id: string; token: string },
+    attemptsBefore: number,
+    error: unknown,
+    what: string,
+  ): Promise<'failed' | 'dead-lettered'> {
+    const { clock, maxAttempts, backoff, logger, runtime } = this.options;
+    const attempts = attemptsBefore + 1;
+    const message = truncate(describe(error), 2_000);
+    const now = clock.now();
+    const em = runtime.options.em.fork();
+    try {
+      if (attempts >= maxAttempts) {
+        const reason = truncate(`failed ${attempts} time(s), the last with: ${message}`, 2_000);
+        await deadLetter(em, table, claim, message, reason, now, randomUUID());
+        logger.error(`${what} dead-lettered after ${attempts} failed attempt(s): ${message}`);
+        return 'dead-lettered';
+      }
+      const retryAt = new Date(now.getTime() + retryDelayMs(attempts, backoff));
+      await recordFailure(em, table, claim, message, retryAt, randomUUID());
+      logger.warn(`${what} failed (attempt ${attempts} of ${maxAttempts}); retrying at ${retryAt.toISOString()}: ${message}`);
+    } catch (recordError) {
+      logger.error(`${what} failed and the failure could not be recorded; it is retried after its lease: ${describe(recordError)}`);
+    }
+    return 'failed';
+  }
+
+  /**
+   * Runs `work` for each claimed row, `concurrency` sagas at a time. Rows of one saga instance form a lane
+   * run one after the other in claim order (oldest first), so a saga sees its timers in due order and its
+   * deliveries do not conflict with each other. Once the dispatcher is stopping, rows not yet started are
+   * released so another dispatcher can take them at once.
+   */
+  private async forEachConcurrently<T extends { id: string; token: string; sagaType: string; sagaId: string }>(
+    items: readonly T[],
+    signal: AbortSignal | undefined,
+    table: DispatchTable,
+    counts: { released: number },
+    work: (item: T) => Promise<void>,
+  ): Promise<void> {
+    const lanes = new Map<string, T[]>();
+    for (const item of items) {
+      const key = `${item.sagaType}\u0000${item.sagaId}`;
+      const lane = lanes.get(key);
+      if (lane) lane.push(item);
+      else lanes.set(key, [item]);
+    }
+    const queue = [...lanes.values()];
+    const worker = async () => {
+      for (let lane = queue.shift(); lane; lane = queue.shift()) {
+        for (const item of lane) {
+          if (signal?.aborted) {
+            await releaseClaim(this.options.runtime.options.em.fork(), table, item.id, item.token).catch(() => undefined);
+            counts.released++;
+            continue;
+          }
+          await work(item);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.options.concurrency, queue.length) }, worker));
+  }
+
+  /** Runs `work`, failing with DeliveryTimeout after `deliveryTimeoutMs` of the dispatcher's clock. */
+  private async withTimeout<T>(work: () => Promise<T>): Promise<T> {
+    const { clock, deliveryTimeoutMs } = this.options;
+    const timer = new AbortController();
+    try {
+      return await Promise.race([
+        work(),
+        clock.sleep(deliveryTimeoutMs, timer.signal).then(() => {
+          if (!timer.signal.aborted) throw new DeliveryTimeout(`still running after ${deliveryTimeoutMs} ms (deliveryTimeoutMs)`);
+          return undefined as never;
+        }),
+      ]);
+    } finally {
+      timer.abort();
+    }
+  }
+
+  private emit<K extends keyof DispatcherEvents>(event: K, ...args: Parameters<DispatcherEvents[K]>): void {
+    for (const listener of this.listeners[event]) {
+      try {
+        (listener as (...a: Parameters<DispatcherEvents[K]>) => void)(...args);
+      } catch (error) {
+        this.options.logger.error(`a '${event}' listener threw: ${describe(error)}`);
+      }
+    }
+  }
+}
+
+function describe(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  return String(error);
+}
+
+function truncate(text: string, length: number): string {
+  return text.length > length ? `${text.slice(0, length - 1)}…` : text;
+}
