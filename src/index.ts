@@ -75,6 +75,8 @@ export {
   SagaRuntime,
 } from './saga/saga-runtime.js';
 export type { FiringTimer, ScheduleOptions, SendOptions, StepContext } from './saga/step-context.js';
+export type { DispatchTable } from './sql/dispatch-statements.js';
+export { DISPATCH_TABLES } from './sql/dispatch-statements.js';
 export type { LogLevel, SagaLogger } from './telemetry/logger.js';
 export { consoleLogger, LOG_LEVELS, silentLogger } from './telemetry/logger.js';
 export type { SagaCounterName, SagaStats } from './telemetry/saga-metrics.js';

@@ -52,11 +52,18 @@ export interface DispatchPassResult {
 
 /** Events a dispatcher reports (see {@link SagaDispatcher.on}). */
 export interface DispatcherEvents {
+  /** Rows were claimed: which, and until when the claim is exclusive. */
+  claimed: (claim: {
+    readonly table: DispatchTable;
+    readonly ids: readonly string[];
+    readonly at: Date;
+    readonly leaseUntil: Date;
+  }) => void;
   /** A pass of the loop finished. */
   pass: (result: DispatchPassResult) => void;
-  /** The loop found nothing to do and is about to wait `pollIntervalMs`. */
+  /** The loop found nothing to do and now waits `pollIntervalMs` (moving a fake clock past it wakes the loop). */
   idle: () => void;
-  /** A pass failed as a whole (usually the database is unreachable); the loop waits and tries again. */
+  /** A pass failed as a whole (usually the database is unreachable); the loop now waits and then tries again. */
   passFailed: (error: unknown, consecutiveFailures: number) => void;
 }
 
@@ -80,6 +87,7 @@ export class SagaDispatcher implements AsyncDisposable {
   readonly options: ResolvedDispatcherOptions;
   private readonly metrics = new SagaMetrics();
   private readonly listeners: { [K in keyof DispatcherEvents]: Set<DispatcherEvents[K]> } = {
+    claimed: new Set(),
     pass: new Set(),
     idle: new Set(),
     passFailed: new Set(),
@@ -150,15 +158,18 @@ export class SagaDispatcher implements AsyncDisposable {
         failures++;
         const wait = Math.min(dbRetryMaxMs, pollIntervalMs * 2 ** (failures - 1));
         logger.error(`dispatcher pass failed (${failures} in a row); retrying in ${wait} ms: ${describe(error)}`, { error });
+        // The wait starts before listeners hear of it, so a listener that moves a fake clock wakes the loop.
+        const waiting = clock.sleep(wait, signal);
         this.emit('passFailed', error, failures);
-        await clock.sleep(wait, signal);
+        await waiting;
         continue;
       }
       failures = 0;
       this.emit('pass', result);
       if (result.timers.claimed + result.timers.missed + result.outbox.claimed === 0) {
+        const waiting = clock.sleep(pollIntervalMs, signal);
         this.emit('idle');
-        await clock.sleep(pollIntervalMs, signal);
+        await waiting;
       }
     }
   }
@@ -175,10 +186,15 @@ export class SagaDispatcher implements AsyncDisposable {
     const leaseUntil = new Date(now.getTime() + leaseMs);
     const timers = await claimDueTimers(em, runtime.dialect, now, leaseUntil, batchSize);
     result.timers.claimed = timers.length;
+    if (timers.length > 0) this.emit('claimed', { table: DISPATCH_TABLES.timer, ids: timers.map((t) => t.id), at: now, leaseUntil });
     await this.forEachConcurrently(timers, signal, DISPATCH_TABLES.timer, result.timers, (timer) => this.fire(timer, result.timers));
     if (publish) {
-      const rows = await claimDueOutboxRows(em, runtime.dialect, clock.now(), new Date(clock.now().getTime() + leaseMs), batchSize);
+      const at = clock.now();
+      const outboxLease = new Date(at.getTime() + leaseMs);
+      const rows = await claimDueOutboxRows(em, runtime.dialect, at, outboxLease, batchSize);
       result.outbox.claimed = rows.length;
+      if (rows.length > 0)
+        this.emit('claimed', { table: DISPATCH_TABLES.outbox, ids: rows.map((r) => r.envelope.id), at, leaseUntil: outboxLease });
       await this.forEachConcurrently(
         rows.map((row) => ({ ...row, id: row.envelope.id, sagaType: row.envelope.sagaType, sagaId: row.envelope.sagaId })),
         signal,

@@ -21,8 +21,8 @@ export interface TestDatabase {
   readonly orm: MikroORM;
   /** Connection settings, to open more ORM instances (or processes) on the same database. */
   readonly config: Options;
-  /** Opens another MikroORM instance on the same database (its own connection pool). */
-  openAnother(): Promise<MikroORM>;
+  /** Opens another MikroORM instance on the same database (its own connection pool), with `overrides`. */
+  openAnother(overrides?: Partial<Options>): Promise<MikroORM>;
   /** Closes the ORM and drops the database. */
   dispose(): Promise<void>;
 }
@@ -81,8 +81,8 @@ export async function createTestDatabase(dialect: DialectName, entities: EntityC
     dialect,
     orm,
     config,
-    async openAnother() {
-      const other = await MikroORM.init(config);
+    async openAnother(overrides = {}) {
+      const other = await MikroORM.init({ ...config, ...overrides } as Options);
       others.push(other);
       return other;
     },
