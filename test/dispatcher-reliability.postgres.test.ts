@@ -6,7 +6,6 @@ import { describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, SagaTimer, silentLogger } from '../src/index.js';
 import { drainDueTimers, FakeClock } from '../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
-import { rowsOf } from './support/rows.js';
 import { useDatabase } from './support/suite.js';
 
 interface ChildLine {
@@ -60,7 +59,7 @@ describe('dispatcher reliability (postgresql)', () => {
   it('three dispatchers in three processes drain 5,000 timers of 500 sagas: each fired exactly once, none owned twice', async () => {
     const orm = db().orm;
     const seeding = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock: new FakeClock(new Date(Date.now() - 3_600_000)) });
-    const keys = await seedDueTimers(seeding, 'multi', 500, 10);
+    await seedDueTimers(seeding, 'multi', 500, 10);
     expect(await orm.em.fork().count(SagaTimer, { dispatchedAt: null })).toBe(5_000);
 
     const lines: ChildLine[] = [];
@@ -85,7 +84,6 @@ describe('dispatcher reliability (postgresql)', () => {
     // All three took part.
     expect(new Set(claims.map((c) => c.pid)).size).toBe(3);
     console.info(`claims per dispatcher: ${done.map((d) => d.claimed).join(', ')}`);
-    void keys;
   });
 
   it('a dispatcher killed with SIGKILL between claim and commit loses nothing: another fires its timers once after the lease', async () => {
