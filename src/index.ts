@@ -62,6 +62,7 @@ export { defineSaga } from './saga/define-saga.js';
 export type { HandleOutcome, HandleResult, IgnoreReason } from './saga/handle-result.js';
 export { HANDLE_OUTCOMES, IGNORE_REASONS } from './saga/handle-result.js';
 export type {
+  HandledEvent,
   HandleOptions,
   ResolvedSagaRuntimeOptions,
   SagaRuntimeOptions,

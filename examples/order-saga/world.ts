@@ -1,10 +1,12 @@
 /**
- * The demo's little world: the order saga on a real database, the participants that answer its commands
- * (inventory, payments, shipping, ordering, operations), and a relay that hands outbox rows to them.
+ * The demo's little world: the order saga on a real database, a dispatcher that fires its timers and relays
+ * its outbox, and the participants that answer its commands (inventory, payments, shipping, ordering,
+ * operations). Time is a fake clock the scenarios move forward, so a 30-second timeout takes no time.
  */
 import type { MikroORM } from '@mikro-orm/core';
-import { type Clock, type HandleResult, OUTBOX_OUTCOMES, SagaOutbox, SagaRuntime } from '../../src/index.js';
-import { createOrderSaga, type Decision, type OrderCommand, type OrderMessage, type OrderSagaHooks, OrderSagaState } from './order-saga.js';
+import { type HandledEvent, type OutboxEnvelope, SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
+import { FakeClock, advanceAndDrain, drainDueTimers } from '../../src/testing/index.js';
+import { type Decision, type OrderCommand, type OrderMessage, type OrderSagaHooks, OrderSagaState, createOrderSaga } from './order-saga.js';
 
 /** How a participant answers one command: the replies to deliver (it may print a line through `say`). */
 export type Participant = (command: OrderCommand, say: (line: string) => void) => OrderMessage[];
@@ -34,24 +36,47 @@ export const HAPPY_PARTICIPANTS: Readonly<Record<OrderCommand['type'], Participa
   },
 };
 
-/** One run of the demo: a runtime over the order saga, a trace, and the participants of the scenario. */
+/** One scenario's world: runtime, dispatcher, fake clock, participants, and the trace it prints. */
 export class OrderWorld {
+  readonly clock: FakeClock;
   readonly runtime: SagaRuntime;
+  readonly dispatcher: SagaDispatcher;
   readonly lines: string[] = [];
+  /** Results of timer deliveries, newest last. */
+  readonly timerResults: HandledEvent['result'][] = [];
   private participants: Record<string, Participant> = { ...HAPPY_PARTICIPANTS };
+  private readonly replies: OrderMessage[] = [];
   private readonly decisions = new Map<OrderMessage, { from: string; decision: Decision | null }>();
 
   constructor(
     private readonly orm: MikroORM,
-    clock: Clock,
-    private readonly hooks: Pick<OrderSagaHooks, 'afterLoad'> = {},
+    start: Date,
+    hooks: Pick<OrderSagaHooks, 'afterLoad'> = {},
   ) {
+    this.clock = new FakeClock(start);
     const saga = createOrderSaga({
-      afterLoad: (message, state) => this.hooks.afterLoad?.(message, state),
+      afterLoad: hooks.afterLoad,
       // Retries overwrite: the trace shows the decision of the attempt that committed.
       onDecision: (message, from, decision) => this.decisions.set(message, { from, decision }),
     });
-    this.runtime = new SagaRuntime({ em: orm.em, sagas: [saga], clock });
+    this.runtime = new SagaRuntime({
+      em: orm.em,
+      sagas: [saga],
+      clock: this.clock,
+      onHandled: ({ message, result, timer }) => {
+        if (timer) this.timerResults.push(result);
+        this.trace(message as OrderMessage, result);
+      },
+    });
+    this.dispatcher = new SagaDispatcher({
+      runtime: this.runtime,
+      logger: silentLogger,
+      // The publisher hands each command to its participant; replies are delivered once the pass is over.
+      publish: async (envelope: OutboxEnvelope) => {
+        const command = envelope.payload as OrderCommand;
+        this.replies.push(...(this.participants[command.type]?.(command, (line) => this.say(line)) ?? []));
+      },
+    });
   }
 
   /** Prints a line of the trace. */
@@ -66,45 +91,39 @@ export class OrderWorld {
     return this;
   }
 
-  /** Handles one message, prints what the saga did, then relays what it sent (and the replies, recursively). */
-  async deliver(message: OrderMessage, options: { relay?: boolean } = {}): Promise<HandleResult> {
-    const result = await this.runtime.handle(this.runtime.definition('order')!, message);
-    this.trace(message, result);
-    if (options.relay !== false) await this.relay();
-    return result;
+  /** Handles one message, then lets the world settle: outbox relayed, replies delivered, due timers fired. */
+  async deliver(message: OrderMessage): Promise<void> {
+    await this.runtime.handle(this.runtime.definition('order')!, message);
+    await this.settle();
+  }
+
+  /** Moves time forward by `ms` and lets the timers that came due fire. */
+  async advance(ms: number): Promise<void> {
+    await advanceAndDrain(this.clock, this.dispatcher, ms);
+    await this.settle();
+  }
+
+  /** Relays the outbox and delivers the participants' replies until nothing is left to do. */
+  async settle(): Promise<void> {
+    for (;;) {
+      await drainDueTimers(this.dispatcher);
+      const reply = this.replies.shift();
+      if (!reply) return;
+      await this.runtime.handle(this.runtime.definition('order')!, reply);
+    }
   }
 
   /** Prints the `[saga]` line for one handled message. */
-  trace(message: OrderMessage, result: HandleResult): void {
+  private trace(message: OrderMessage, result: HandledEvent['result']): void {
     const seen = this.decisions.get(message);
     this.decisions.delete(message);
     if (result.outcome === 'started') {
       this.say(`[saga] ${message.type}: started -> ${result.step}`);
-    } else if (result.outcome === 'ignored' || result.outcome === 'stale' || !seen?.decision) {
+    } else if (result.outcome !== 'handled' || !seen?.decision) {
       this.say(`[saga] ${message.type} in ${result.step ?? 'no saga'}: ignored`);
     } else {
       const commands = seen.decision.commands.map((c) => c.type).join(', ');
       this.say(`[saga] ${message.type}: ${seen.from} -> ${seen.decision.next}${commands ? ` => ${commands}` : ''}`);
-    }
-  }
-
-  /**
-   * Hands pending outbox rows to the participants, oldest first, marks them published and delivers the
-   * replies. (The dispatcher does this in production; here it is one loop so the trace reads in order.)
-   */
-  async relay(): Promise<void> {
-    for (;;) {
-      const em = this.orm.em.fork();
-      const pending = await em.find(SagaOutbox, { dispatchedAt: null }, { orderBy: { availableAt: 'asc', id: 'asc' } });
-      if (pending.length === 0) return;
-      const replies: OrderMessage[] = [];
-      for (const row of pending) {
-        replies.push(...(this.participants[row.messageType]?.(row.payload as OrderCommand, (line) => this.say(line)) ?? []));
-        row.dispatchedAt = this.runtime.options.clock.now();
-        row.outcome = OUTBOX_OUTCOMES.PUBLISHED;
-      }
-      await em.flush();
-      for (const reply of replies) await this.deliver(reply, { relay: false });
     }
   }
 

@@ -73,6 +73,19 @@ export interface SagaRuntimeOptions {
   };
   /** Largest JSON text of a timer or outbox message, bytes. Default {@link DEFAULT_MAX_PAYLOAD_BYTES} (64 KiB). */
   readonly maxPayloadBytes?: number;
+  /**
+   * Called after each message (including each timer delivery) was handled, with its result: for tracing and
+   * audit logs. It runs after the commit; what it throws is ignored. Default: none.
+   */
+  readonly onHandled?: (event: HandledEvent) => void;
+}
+
+/** What {@link SagaRuntimeOptions.onHandled} receives. */
+export interface HandledEvent {
+  readonly message: SagaMessage;
+  readonly result: HandleResult;
+  /** The timer that delivered the message, if one did. */
+  readonly timer: TimerDelivery | undefined;
 }
 
 /** {@link SagaRuntimeOptions} with every default applied. */
@@ -83,6 +96,7 @@ export interface ResolvedSagaRuntimeOptions {
   readonly calendars: ReadonlyMap<string, BusinessCalendar>;
   readonly concurrency: { readonly maxAttempts: number; readonly baseDelayMs: number; readonly maxDelayMs: number };
   readonly maxPayloadBytes: number;
+  readonly onHandled: ((event: HandledEvent) => void) | undefined;
 }
 
 /** Options of one `handle` call. */
@@ -289,6 +303,11 @@ export class SagaRuntime {
       try {
         const result = await this.attempt(saga, message, target, correlationId, attempt, conflicts);
         this.count(result);
+        try {
+          this.options.onHandled?.({ message, result, timer: target.kind === 'timer' ? target.timer : undefined });
+        } catch {
+          // A tracing hook must not turn a committed unit of work into a failure.
+        }
         return result;
       } catch (error) {
         if (!(error instanceof RetryableConflict)) throw error;
@@ -595,5 +614,6 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSaga
     calendars,
     concurrency: { maxAttempts, baseDelayMs, maxDelayMs },
     maxPayloadBytes,
+    onHandled: options.onHandled,
   };
 }
