@@ -47,7 +47,9 @@ for (const dialect of DIALECTS) {
     it('E: three shipment timeouts, then the saga fails and alerts a human', async () => {
       const run = await carrierStaysDown(db().orm);
       expect(run.final).toBe('final: Failed, version 5');
-      expect(run.lines.filter((l) => l === '  [saga] SagaTimedOut: CreatingShipment -> CreatingShipment => CreateShipment')).toHaveLength(2);
+      expect(run.lines.filter((l) => l === '  [saga] SagaTimedOut: CreatingShipment -> CreatingShipment => CreateShipment')).toHaveLength(
+        2,
+      );
       expect(run.lines).toContain('  [saga] SagaTimedOut: CreatingShipment -> Failed => AlertOperations');
     });
   });

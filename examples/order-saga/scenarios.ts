@@ -117,7 +117,9 @@ export const paymentRacesTimeout = (orm: MikroORM) =>
     captureSaved();
     await firing;
     const lost = world.timerResults.at(-1)!;
-    world.say(`handler 2 (SagaTimedOut) lost the race: ${lost.conflicts} concurrency conflict, retried on fresh state, timer ${lost.outcome}`);
+    world.say(
+      `handler 2 (SagaTimedOut) lost the race: ${lost.conflicts} concurrency conflict, retried on fresh state, timer ${lost.outcome}`,
+    );
     return world;
   });
 

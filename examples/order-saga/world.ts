@@ -5,8 +5,8 @@
  */
 import type { MikroORM } from '@mikro-orm/core';
 import { type HandledEvent, type OutboxEnvelope, SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
-import { FakeClock, advanceAndDrain, drainDueTimers } from '../../src/testing/index.js';
-import { type Decision, type OrderCommand, type OrderMessage, type OrderSagaHooks, OrderSagaState, createOrderSaga } from './order-saga.js';
+import { advanceAndDrain, drainDueTimers, FakeClock } from '../../src/testing/index.js';
+import { createOrderSaga, type Decision, type OrderCommand, type OrderMessage, type OrderSagaHooks, OrderSagaState } from './order-saga.js';
 
 /** How a participant answers one command: the replies to deliver (it may print a line through `say`). */
 export type Participant = (command: OrderCommand, say: (line: string) => void) => OrderMessage[];
