@@ -50,7 +50,11 @@ async function openOrm(dialect: 'sqlite' | 'postgresql'): Promise<{ orm: MikroOR
     });
     await orm.getMigrator().up();
     await orm.getSchemaGenerator().updateSchema();
-    return { orm, dispose: async () => (await orm.close(true), rmSync(file, { force: true })) };
+    const dispose = async () => {
+      await orm.close(true);
+      rmSync(file, { force: true });
+    };
+    return { orm, dispose };
   }
   const name = `saga_bench_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
   const admin = new pg.Client(PG_URL);
