@@ -30,6 +30,7 @@ export { SagaDispatcher } from './dispatcher/saga-dispatcher.js';
 export type { OutboxOutcome, TimerOutcome } from './entities/index.js';
 export {
   COLUMN_LIMITS,
+  DispatchRecord,
   OUTBOX_OUTCOMES,
   SAGA_ENTITIES,
   SagaOutbox,

@@ -13,7 +13,7 @@ import {
   recordFailure,
   releaseClaim,
 } from '../sql/dispatch-statements.js';
-import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
+import { type SagaCounterName, SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type ClaimedOutboxRow, claimDueOutboxRows, claimDueTimers } from './claim-due-rows.js';
 import {
   CATCH_UP_POLICIES,
@@ -68,6 +68,12 @@ export interface DispatcherEvents {
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: Mutable<T[K]> };
+
+/** The counters a failed delivery moves, per table. */
+const FAILURE_COUNTERS = {
+  saga_timer: { failed: 'timersFailed', deadLettered: 'timersDeadLettered' },
+  saga_outbox: { failed: 'messagesFailed', deadLettered: 'messagesDeadLettered' },
+} as const satisfies Record<DispatchTable, { failed: SagaCounterName; deadLettered: SagaCounterName }>;
 
 /** Marks a delivery that ran past `deliveryTimeoutMs`. */
 class DeliveryTimeout extends Error {
@@ -222,8 +228,7 @@ export class SagaDispatcher implements AsyncDisposable {
 
   private async fire(timer: TimerDelivery, counts: Mutable<DispatchPassResult['timers']>): Promise<void> {
     try {
-      const deliver = () => this.options.runtime.deliverTimer(timer);
-      const result = await this.withTimeout(timer.correlationId ? () => runWithCorrelationId(timer.correlationId!, deliver) : deliver);
+      const result = await this.withTimeout(() => this.options.runtime.deliverTimer(timer), timer.correlationId);
       if (result.outcome === 'stale' || result.outcome === 'ignored') {
         counts.stale++;
         this.metrics.add('timersStale', timer.sagaType);
@@ -233,14 +238,7 @@ export class SagaDispatcher implements AsyncDisposable {
       }
     } catch (error) {
       const what = `timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
-      const outcome = await this.recordFailure(DISPATCH_TABLES.timer, timer, timer.attempts, error, what);
-      if (outcome === 'dead-lettered') {
-        counts.deadLettered++;
-        this.metrics.add('timersDeadLettered', timer.sagaType);
-      } else {
-        counts.failed++;
-        this.metrics.add('timersFailed', timer.sagaType);
-      }
+      await this.recordFailure(DISPATCH_TABLES.timer, timer, timer.attempts, timer.sagaType, error, what, counts);
     }
   }
 
@@ -248,24 +246,11 @@ export class SagaDispatcher implements AsyncDisposable {
     const { envelope } = row;
     const publish = this.options.publish!;
     try {
-      const send = () => publish(envelope);
-      await this.withTimeout(envelope.correlationId ? () => runWithCorrelationId(envelope.correlationId!, send) : send);
+      await this.withTimeout(() => publish(envelope), envelope.correlationId);
     } catch (error) {
       const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
-      const outcome = await this.recordFailure(
-        DISPATCH_TABLES.outbox,
-        { id: envelope.id, token: row.token },
-        envelope.attempts,
-        error,
-        what,
-      );
-      if (outcome === 'dead-lettered') {
-        counts.deadLettered++;
-        this.metrics.add('messagesDeadLettered', envelope.sagaType);
-      } else {
-        counts.failed++;
-        this.metrics.add('messagesFailed', envelope.sagaType);
-      }
+      const claim = { id: envelope.id, token: row.token };
+      await this.recordFailure(DISPATCH_TABLES.outbox, claim, envelope.attempts, envelope.sagaType, error, what, counts);
       return;
     }
     counts.published++;
@@ -291,20 +276,25 @@ export class SagaDispatcher implements AsyncDisposable {
     table: DispatchTable,
     claim: { id: string; token: string },
     attemptsBefore: number,
+    sagaType: string,
     error: unknown,
     what: string,
-  ): Promise<'failed' | 'dead-lettered'> {
+    counts: { failed: number; deadLettered: number },
+  ): Promise<void> {
     const { clock, maxAttempts, backoff, logger, runtime } = this.options;
     const attempts = attemptsBefore + 1;
     const message = truncate(describe(error), 2_000);
     const now = clock.now();
     const em = runtime.options.em.fork();
+    const counters = FAILURE_COUNTERS[table];
     try {
       if (attempts >= maxAttempts) {
         const reason = truncate(`failed ${attempts} time(s), the last with: ${message}`, 2_000);
         await deadLetter(em, table, claim, message, reason, now, randomUUID());
         logger.error(`${what} dead-lettered after ${attempts} failed attempt(s): ${message}`);
-        return 'dead-lettered';
+        counts.deadLettered++;
+        this.metrics.add(counters.deadLettered, sagaType);
+        return;
       }
       const retryAt = new Date(now.getTime() + retryDelayMs(attempts, backoff));
       await recordFailure(em, table, claim, message, retryAt, randomUUID());
@@ -312,7 +302,8 @@ export class SagaDispatcher implements AsyncDisposable {
     } catch (recordError) {
       logger.error(`${what} failed and the failure could not be recorded; it is retried after its lease: ${describe(recordError)}`);
     }
-    return 'failed';
+    counts.failed++;
+    this.metrics.add(counters.failed, sagaType);
   }
 
   /**
@@ -351,13 +342,16 @@ export class SagaDispatcher implements AsyncDisposable {
     await Promise.all(Array.from({ length: Math.min(this.options.concurrency, queue.length) }, worker));
   }
 
-  /** Runs `work`, failing with DeliveryTimeout after `deliveryTimeoutMs` of the dispatcher's clock. */
-  private async withTimeout<T>(work: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `work` under `correlationId` (the ambient id the step or publisher sees), failing with
+   * DeliveryTimeout after `deliveryTimeoutMs` of the dispatcher's clock.
+   */
+  private async withTimeout<T>(work: () => Promise<T>, correlationId: string | null): Promise<T> {
     const { clock, deliveryTimeoutMs } = this.options;
     const timer = new AbortController();
     try {
       return await Promise.race([
-        work(),
+        correlationId ? runWithCorrelationId(correlationId, work) : work(),
         clock.sleep(deliveryTimeoutMs, timer.signal).then(() => {
           if (!timer.signal.aborted) throw new DeliveryTimeout(`still running after ${deliveryTimeoutMs} ms (deliveryTimeoutMs)`);
           return undefined as never;

@@ -1,4 +1,5 @@
-import { DateTimeType, Entity, Index, PrimaryKey, Property } from '@mikro-orm/core';
+import { DateTimeType, Entity, Index, Property } from '@mikro-orm/core';
+import { DispatchRecord } from './dispatch-record.js';
 import { COLUMN_LIMITS, type TimerOutcome } from './dispatch-states.js';
 
 /**
@@ -21,16 +22,7 @@ import { COLUMN_LIMITS, type TimerOutcome } from './dispatch-states.js';
   expression: 'create index "saga_timer_due_idx" on "saga_timer" ("available_at") where "dispatched_at" is null',
 })
 @Index({ name: 'saga_timer_dispatched_at_idx', properties: ['dispatchedAt'] })
-export class SagaTimer {
-  @PrimaryKey({ type: 'uuid', fieldName: 'id' })
-  id!: string;
-
-  @Property({ type: 'string', length: COLUMN_LIMITS.sagaType, fieldName: 'saga_type' })
-  sagaType!: string;
-
-  @Property({ type: 'uuid', fieldName: 'saga_id' })
-  sagaId!: string;
-
+export class SagaTimer extends DispatchRecord<TimerOutcome> {
   @Property({ type: 'string', length: COLUMN_LIMITS.timerName, fieldName: 'name' })
   name!: string;
 
@@ -42,50 +34,6 @@ export class SagaTimer {
   @Property({ type: DateTimeType, fieldName: 'due_at' })
   dueAt!: Date;
 
-  /** When the timer may next be claimed: `due_at`, later pushed by retry backoff. */
-  @Property({ type: DateTimeType, fieldName: 'available_at' })
-  availableAt!: Date;
-
-  @Property({ type: 'string', length: COLUMN_LIMITS.messageType, fieldName: 'message_type' })
-  messageType!: string;
-
-  @Property({ type: 'json', fieldName: 'payload' })
-  payload!: Record<string, unknown>;
-
   @Property({ type: 'string', length: COLUMN_LIMITS.calendarKey, fieldName: 'calendar_key', nullable: true })
   calendarKey: string | null = null;
-
-  @Property({ type: 'string', length: COLUMN_LIMITS.correlationId, fieldName: 'correlation_id', nullable: true })
-  correlationId: string | null = null;
-
-  /** Concurrency token: a new value at every claim and every reschedule. */
-  @Property({ type: 'uuid', fieldName: 'token' })
-  token!: string;
-
-  /** End of the lease of the dispatcher that claimed the timer. */
-  @Property({ type: DateTimeType, fieldName: 'locked_until', nullable: true })
-  lockedUntil: Date | null = null;
-
-  @Property({ type: 'integer', fieldName: 'attempts' })
-  attempts: number = 0;
-
-  @Property({ type: 'text', fieldName: 'last_error', nullable: true })
-  lastError: string | null = null;
-
-  /** Set when the timer leaves the pending set in any way: fired, missed or dead-lettered. */
-  @Property({ type: DateTimeType, fieldName: 'dispatched_at', nullable: true })
-  dispatchedAt: Date | null = null;
-
-  @Property({ type: 'string', length: 20, fieldName: 'outcome', nullable: true })
-  outcome: TimerOutcome | null = null;
-
-  @Property({ type: DateTimeType, fieldName: 'dead_lettered_at', nullable: true })
-  deadLetteredAt: Date | null = null;
-
-  /** Why the timer was retired. May quote the payload: treat it as sensitive as the payload. */
-  @Property({ type: 'text', fieldName: 'dead_letter_reason', nullable: true })
-  deadLetterReason: string | null = null;
-
-  @Property({ type: DateTimeType, fieldName: 'created_at' })
-  createdAt!: Date;
 }
