@@ -5,6 +5,9 @@
  *   SAGA_DIALECT=postgresql DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run mikro-orm -- migration:up
  *   SAGA_DIALECT=sqlite SQLITE_PATH=./saga.sqlite npm run mikro-orm -- migration:up
  *
+ * No snapshot is kept: `migration:create` diffs the entities against a database migrated to the latest
+ * version, so run `migration:up` on a scratch database first.
+ *
  * Applications do not use this file: they register the library's entities and migrations in their own config
  * (see README "Add it to your MikroORM app").
  */
@@ -28,11 +31,11 @@ export default dialect === 'postgresql'
       ...common,
       driver: PostgreSqlDriver,
       clientUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
-      migrations: { path: 'migrations/postgresql', emit: 'ts', snapshotName: '.snapshot-postgresql' },
+      migrations: { path: 'migrations/postgresql', emit: 'ts', snapshot: false },
     })
   : defineConfig({
       ...common,
       driver: SqliteDriver,
       dbName: process.env.SQLITE_PATH ?? '.tmp/migrations.sqlite',
-      migrations: { path: 'migrations/sqlite', emit: 'ts', snapshotName: '.snapshot-sqlite' },
+      migrations: { path: 'migrations/sqlite', emit: 'ts', snapshot: false },
     });
