@@ -182,7 +182,8 @@ export class SagaRuntime {
    * Errors thrown by the step itself propagate unchanged; nothing was written.
    */
   async handle<TIn extends SagaMessage>(
-    definition: SagaDefinition<SagaState, TIn, SagaMessage> | AnySagaDefinition,
+    // biome-ignore lint/suspicious/noExplicitAny: any state and outgoing types; the message type is what is checked.
+    definition: SagaDefinition<any, TIn, any>,
     message: TIn,
     options: HandleOptions = {},
   ): Promise<HandleResult> {

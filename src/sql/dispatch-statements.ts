@@ -115,6 +115,9 @@ export function markPublished(em: EntityManager, claim: { id: string; token: str
 }
 
 const NOT_LEASED = `("locked_until" is null or "locked_until" <= ?)`;
+// A never-attempted timer has available_at = due_at (insert and replace set both, attempts = 0), so the
+// backlog filters below test available_at and use the partial due index.
+const NEVER_ATTEMPTED = `"dispatched_at" is null and "attempts" = 0`;
 
 /**
  * Catch-up `skip-beyond-max-age`: stamps `missed` every backlog timer (never attempted) that is overdue by
@@ -124,7 +127,7 @@ export function missTimersOverdueBefore(em: EntityManager, overdueBefore: Date, 
   return queryRows<{ saga_type: string }>(
     em,
     `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
-     where "dispatched_at" is null and "attempts" = 0 and "due_at" < ? and ${NOT_LEASED}
+     where ${NEVER_ATTEMPTED} and "available_at" < ? and ${NOT_LEASED}
      returning "saga_type"`,
     [now, TIMER_OUTCOMES.MISSED, overdueBefore, now],
   );
@@ -138,7 +141,7 @@ export function missTimersSupersededInBacklog(em: EntityManager, backlogBefore: 
   return queryRows<{ saga_type: string }>(
     em,
     `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
-     where "dispatched_at" is null and "attempts" = 0 and "due_at" < ? and ${NOT_LEASED}
+     where ${NEVER_ATTEMPTED} and "available_at" < ? and ${NOT_LEASED}
        and exists (select 1 from "saga_timer" as "newer"
          where "newer"."saga_type" = "saga_timer"."saga_type" and "newer"."saga_id" = "saga_timer"."saga_id"
            and "newer"."dispatched_at" is null and "newer"."due_at" <= ?
