@@ -370,6 +370,7 @@ export class SagaRuntime {
       return this.ignored(base, none, state, saga, IGNORE_REASONS.COMPLETED);
     }
     const loadedVersion = state.version;
+    const completedBefore = state.completedAt !== null;
     const stepBefore = readStep(state, definition.stepProperty);
 
     const firing: FiringTimer | undefined = timer && { id: timer.id, name: timer.name, dueAt: timer.dueAt, attempts: timer.attempts };
@@ -392,9 +393,10 @@ export class SagaRuntime {
       state.updatedAt = now;
     }
 
-    // A completed saga keeps no pending timers: the ones this step scheduled are discarded.
+    // A completed saga keeps no pending timers: completing removes them, and what a step of a completed
+    // saga schedules is discarded.
     const scheduled = completed ? [] : ctx.timers.scheduled;
-    const cancelAll = completed || ctx.timers.cancelsAll;
+    const cancelAll = (completed && !completedBefore) || ctx.timers.cancelsAll;
     const cancelled = cancelAll ? [] : ctx.timers.cancelled;
     const stepChanged = !isNew && definition.stepProperty !== undefined && stepAfter !== stepBefore;
     const touchesTimers = !isNew && (cancelAll || cancelled.length > 0 || stepChanged);
