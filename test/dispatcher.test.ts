@@ -1,6 +1,6 @@
 // DESIGN rules 10 to 15 on every database: claiming by token, effectively-once firing, retries, dead letters,
 // catch-up, the loop and the outbox relay. Time only moves when a test advances the fake clock.
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { claimDueTimers } from '../src/dispatcher/claim-due-rows.js';
 import {
   type CatchUpPolicy,
@@ -23,12 +23,20 @@ const tick = (label: string, actions?: Action[]): ScriptedMessage => ({ type: 'T
 for (const dialect of DIALECTS) {
   describe(`dispatcher (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
+    const dispatchers: SagaDispatcher[] = [];
     const setup = (options: Partial<SagaDispatcherOptions> = {}, sagas = [scriptedSaga]) => {
       const clock = new FakeClock('2026-01-05T09:00:00.000Z');
       const runtime = new SagaRuntime({ em: db().orm.em, sagas, clock });
       const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger, backoff: { jitter: false }, ...options });
+      dispatchers.push(dispatcher);
       return { clock, runtime, dispatcher, rows: rowsOf(db().orm) };
     };
+    // A test that leaves a dispatcher loop running fails (and the loop is stopped for the next test).
+    afterEach(async () => {
+      const running = dispatchers.splice(0).filter((d) => d.running);
+      await Promise.all(running.map((d) => d.stop()));
+      expect(running, 'a dispatcher was left running').toEqual([]);
+    });
     const start = async (runtime: SagaRuntime, actions: Action[] = []) => {
       const key = uniqueKey('d');
       const result = await runtime.handle(scriptedSaga, { type: 'Start', key, actions });
@@ -395,6 +403,7 @@ for (const dialect of DIALECTS) {
         });
         const blockingRuntime = new SagaRuntime({ em: db().orm.em, sagas: [blocking], clock });
         const stopping = new SagaDispatcher({ runtime: blockingRuntime, logger: silentLogger, concurrency: 1 });
+        dispatchers.push(stopping);
         const { key, sagaId } = await start(
           runtime,
           [0, 1, 2].map((i): Action => ({ op: 'schedule', name: `t${i}`, after: i })),
