@@ -43,7 +43,7 @@ for (const dialect of DIALECTS) {
         ['scripted', 'started', 0],
         ['audit', 'started', 0],
       ]);
-      const handled = await runtime.route({ type: 'Do', key, actions: [{ op: 'inc' }] } as ScriptedMessage);
+      const handled = await runtime.route({ type: 'Do', key, actions: [{ op: 'inc' }] });
       expect(handled.map((r) => [r.sagaType, r.outcome, r.version])).toEqual([
         ['scripted', 'handled', 1],
         ['audit', 'handled', 1],

@@ -219,7 +219,7 @@ export class SagaRuntime {
    * Handles `message` for every registered saga with a step for its type, one unit of work each,
    * in registration order. Returns one result per saga (none when no saga handles the type).
    */
-  async route(message: SagaMessage, options: HandleOptions = {}): Promise<HandleResult[]> {
+  async route<TMessage extends SagaMessage>(message: TMessage, options: HandleOptions = {}): Promise<HandleResult[]> {
     const type = messageTypeOf(message, 'any saga');
     const results: HandleResult[] = [];
     for (const saga of this.sagas.values()) {
