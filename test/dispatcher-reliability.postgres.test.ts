@@ -132,6 +132,9 @@ describe('dispatcher reliability (postgresql)', () => {
     expect(sagas).toHaveLength(10);
     expect(sagasNotAppliedOnce(sagas, 2)).toEqual([]);
     expect(await orm.em.fork().count(SagaTimer, { dispatchedAt: null })).toBe(0);
+    // The lost deliveries were counted when the rows were taken over.
+    const fired = await orm.em.fork().find(SagaTimer, { sagaId: { $in: sagas.map((s) => s.id) } });
+    expect(fired.every((t) => t.outcome === 'fired' && t.attempts === 1 && t.lastError?.startsWith('LeaseExpired'))).toBe(true);
   });
 
   it('survives its database connections being terminated mid-run and finishes the work', async () => {

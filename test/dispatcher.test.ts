@@ -226,6 +226,28 @@ for (const dialect of DIALECTS) {
         expect((await rows.pendingTimers(poison.sagaId)).map((t) => t.name)).toEqual(['poison-0']);
       });
 
+      it('a timer whose deliveries keep dying with their dispatcher is dead-lettered, not retried forever', async () => {
+        const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 3, leaseMs: 30_000 });
+        await quiet(dispatcher);
+        const { key, sagaId } = await start(runtime, [
+          { op: 'schedule', name: 'killer', after: 0, message: tick('killer', [{ op: 'inc' }]) },
+        ]);
+        // Three dispatchers claim it in turn and die before finishing (no failure recorded, lease left behind).
+        for (let crash = 0; crash < 3; crash++) {
+          const lease = new Date(clock.now().getTime() + 30_000);
+          expect(await claimDueTimers(db().orm.em.fork(), runtime.dialect, clock.now(), lease, 10)).toHaveLength(1);
+          clock.advance(30_000);
+        }
+        const [taken] = await rows.pendingTimers(sagaId);
+        expect(taken).toMatchObject({ attempts: 2, lastError: expect.stringMatching(/^LeaseExpired/) });
+        // The next claim counts the third lost delivery and retires the timer without delivering it again.
+        expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 0, deadLettered: 1 });
+        const [dead] = await rows.timers({ sagaId, name: 'killer' });
+        expect(dead).toMatchObject({ outcome: 'dead_lettered', attempts: 3, lockedUntil: null });
+        expect(dead?.deadLetterReason).toMatch(/failed 3 time\(s\), the last with: LeaseExpired/);
+        expect(await rows.saga(key)).toMatchObject({ counter: 0, version: 0 });
+      });
+
       it('a timer whose saga type is no longer registered fails and is dead-lettered with the reason', async () => {
         const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 1 });
         await quiet(dispatcher);

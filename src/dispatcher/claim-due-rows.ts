@@ -9,6 +9,7 @@ import type { OutboxEnvelope } from './outbox-envelope.js';
 export interface ClaimedOutboxRow {
   readonly envelope: OutboxEnvelope;
   readonly token: string;
+  readonly lastError: string | null;
 }
 
 /**
@@ -59,6 +60,7 @@ export async function claimDueTimers(
     dueAt: dialect.readDate(row.due_at)!,
     attempts: Number(row.attempts),
     correlationId: row.correlation_id == null ? null : String(row.correlation_id),
+    lastError: row.last_error == null ? null : String(row.last_error),
   }));
 }
 
@@ -73,6 +75,7 @@ export async function claimDueOutboxRows(
   const rows = await claimDueRows(em, dialect, DISPATCH_TABLES.outbox, now, leaseUntil, limit);
   return rows.sort(byAvailability(dialect)).map((row) => ({
     token: String(row.token),
+    lastError: row.last_error == null ? null : String(row.last_error),
     envelope: {
       id: String(row.id),
       type: String(row.message_type),

@@ -227,6 +227,12 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   private async fire(timer: TimerDelivery, counts: Mutable<DispatchPassResult['timers']>): Promise<void> {
+    const what = `timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
+    if (timer.attempts >= this.options.maxAttempts) {
+      // Its deliveries kept dying with their dispatcher: the claim counted the last one.
+      await this.retireWithoutDelivery(DISPATCH_TABLES.timer, timer, timer.attempts, timer.sagaType, timer.lastError ?? null, what, counts);
+      return;
+    }
     try {
       const result = await this.withTimeout(() => this.options.runtime.deliverTimer(timer), timer.correlationId);
       if (result.outcome === 'stale' || result.outcome === 'ignored') {
@@ -237,7 +243,6 @@ export class SagaDispatcher implements AsyncDisposable {
         this.metrics.add('timersFired', timer.sagaType);
       }
     } catch (error) {
-      const what = `timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
       await this.recordFailure(DISPATCH_TABLES.timer, timer, timer.attempts, timer.sagaType, error, what, counts);
     }
   }
@@ -245,11 +250,15 @@ export class SagaDispatcher implements AsyncDisposable {
   private async publishOne(row: ClaimedOutboxRow, counts: Mutable<DispatchPassResult['outbox']>): Promise<void> {
     const { envelope } = row;
     const publish = this.options.publish!;
+    const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
+    const claim = { id: envelope.id, token: row.token };
+    if (envelope.attempts >= this.options.maxAttempts) {
+      await this.retireWithoutDelivery(DISPATCH_TABLES.outbox, claim, envelope.attempts, envelope.sagaType, row.lastError, what, counts);
+      return;
+    }
     try {
       await this.withTimeout(() => publish(envelope), envelope.correlationId);
     } catch (error) {
-      const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
-      const claim = { id: envelope.id, token: row.token };
       await this.recordFailure(DISPATCH_TABLES.outbox, claim, envelope.attempts, envelope.sagaType, error, what, counts);
       return;
     }
@@ -304,6 +313,34 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     counts.failed++;
     this.metrics.add(counters.failed, sagaType);
+  }
+
+  /**
+   * Dead-letters a row whose attempts ran out before this delivery (lost leases are counted by the claim)
+   * without delivering it once more.
+   */
+  private async retireWithoutDelivery(
+    table: DispatchTable,
+    claim: { id: string; token: string },
+    attempts: number,
+    sagaType: string,
+    lastError: string | null,
+    what: string,
+    counts: { failed: number; deadLettered: number },
+  ): Promise<void> {
+    const { clock, logger, runtime } = this.options;
+    const message = lastError ?? 'no error recorded';
+    const reason = truncate(`failed ${attempts} time(s), the last with: ${message}`, 2_000);
+    try {
+      await deadLetter(runtime.options.em.fork(), table, claim, message, reason, clock.now(), randomUUID(), false);
+      logger.error(`${what} dead-lettered after ${attempts} failed attempt(s): ${message}`);
+      counts.deadLettered++;
+      this.metrics.add(FAILURE_COUNTERS[table].deadLettered, sagaType);
+    } catch (error) {
+      logger.error(`${what} could not be dead-lettered; it is retried after its lease: ${describe(error)}`);
+      counts.failed++;
+      this.metrics.add(FAILURE_COUNTERS[table].failed, sagaType);
+    }
   }
 
   /**

@@ -117,6 +117,8 @@ export interface TimerDelivery {
   readonly dueAt: Date;
   readonly attempts: number;
   readonly correlationId: string | null;
+  /** The last failure recorded on the timer, if any. */
+  readonly lastError?: string | null;
 }
 
 interface RegisteredSaga {

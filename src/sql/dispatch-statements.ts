@@ -9,12 +9,21 @@ export type DispatchTable = (typeof DISPATCH_TABLES)[keyof typeof DISPATCH_TABLE
 /** Columns a claim returns, per table. */
 const CLAIMED_COLUMNS: Record<DispatchTable, string> = {
   saga_timer:
-    '"id", "saga_type", "saga_id", "name", "due_at", "available_at", "message_type", "payload", "correlation_id", "token", "attempts"',
+    '"id", "saga_type", "saga_id", "name", "due_at", "available_at", "message_type", "payload", "correlation_id", "token", "attempts", "last_error"',
   saga_outbox:
-    '"id", "saga_type", "saga_id", "message_type", "payload", "headers", "correlation_id", "available_at", "token", "attempts", "created_at"',
+    '"id", "saga_type", "saga_id", "message_type", "payload", "headers", "correlation_id", "available_at", "token", "attempts", "last_error", "created_at"',
 };
 
 const DUE = `"dispatched_at" is null and "available_at" <= ? and ("locked_until" is null or "locked_until" <= ?)`;
+
+/** The `last_error` a claim records when it takes over a row whose previous claim expired. */
+export const LEASE_EXPIRED_ERROR = 'LeaseExpired: the dispatcher that claimed it stopped before finishing (crash or kill)';
+
+// A due row that still has a `locked_until` was claimed and never finished: every way a delivery ends
+// (fired, failed, released) clears it. Taking such a row over counts the lost delivery as a failed attempt,
+// so a message that kills every process delivering it is dead-lettered instead of retried forever.
+const CLAIM_COUNTS_LOST_LEASE = `"attempts" = "attempts" + (case when "locked_until" is not null then 1 else 0 end),
+       "last_error" = case when "locked_until" is not null then '${LEASE_EXPIRED_ERROR}' else "last_error" end`;
 
 /**
  * PostgreSQL: claims up to `limit` due rows in one statement. `FOR UPDATE SKIP LOCKED` lets concurrent
@@ -23,7 +32,7 @@ const DUE = `"dispatched_at" is null and "available_at" <= ? and ("locked_until"
 export function claimDueRowsSkipLocked(em: EntityManager, table: DispatchTable, now: Date, leaseUntil: Date, limit: number) {
   return queryRows<Record<string, unknown>>(
     em,
-    `update "${table}" set "token" = gen_random_uuid(), "locked_until" = ?
+    `update "${table}" set "token" = gen_random_uuid(), "locked_until" = ?, ${CLAIM_COUNTS_LOST_LEASE}
      where "id" in (select "id" from "${table}" where ${DUE} order by "available_at", "id" limit ? for update skip locked)
      returning ${CLAIMED_COLUMNS[table]}`,
     [leaseUntil, now, now, limit],
@@ -46,7 +55,7 @@ export function selectDueRows(em: EntityManager, table: DispatchTable, now: Date
 export function claimRowByToken(em: EntityManager, table: DispatchTable, id: string, token: string, newToken: string, leaseUntil: Date) {
   return queryRows<Record<string, unknown>>(
     em,
-    `update "${table}" set "token" = ?, "locked_until" = ?
+    `update "${table}" set "token" = ?, "locked_until" = ?, ${CLAIM_COUNTS_LOST_LEASE}
      where "id" = ? and "token" = ? and "dispatched_at" is null
      returning ${CLAIMED_COLUMNS[table]}`,
     [newToken, leaseUntil, id, token],
@@ -84,6 +93,7 @@ export function recordFailure(
 /**
  * Retires a row after its last allowed failure: kept, stamped dead-lettered with the reason, out of the
  * due set; for a timer the name is free again (the unique index covers pending rows only).
+ * `countsAnAttempt` is false when the last failure was already counted (a lost lease, counted by the claim).
  */
 export function deadLetter(
   em: EntityManager,
@@ -93,11 +103,12 @@ export function deadLetter(
   reason: string,
   now: Date,
   newToken: string,
+  countsAnAttempt = true,
 ): Promise<number> {
   const outcome = table === DISPATCH_TABLES.timer ? TIMER_OUTCOMES.DEAD_LETTERED : OUTBOX_OUTCOMES.DEAD_LETTERED;
   return runStatement(
     em,
-    `update "${table}" set "attempts" = "attempts" + 1, "last_error" = ?, "locked_until" = null, "token" = ?,
+    `update "${table}" set "attempts" = "attempts" + ${countsAnAttempt ? 1 : 0}, "last_error" = ?, "locked_until" = null, "token" = ?,
        "dispatched_at" = ?, "outcome" = ?, "dead_lettered_at" = ?, "dead_letter_reason" = ?
      where "id" = ? and "token" = ? and "dispatched_at" is null`,
     [error, newToken, now, outcome, now, reason, claim.id, claim.token],
@@ -114,22 +125,22 @@ export function markPublished(em: EntityManager, claim: { id: string; token: str
   );
 }
 
-const NOT_LEASED = `("locked_until" is null or "locked_until" <= ?)`;
 // A never-attempted timer has available_at = due_at (insert and replace set both, attempts = 0), so the
-// backlog filters below test available_at and use the partial due index.
-const NEVER_ATTEMPTED = `"dispatched_at" is null and "attempts" = 0`;
+// backlog filters below test available_at and use the partial due index. A claimed timer keeps its
+// locked_until until its delivery ends, so one whose dispatcher died is not mistaken for backlog either.
+const NEVER_ATTEMPTED = `"dispatched_at" is null and "attempts" = 0 and "locked_until" is null`;
 
 /**
- * Catch-up `skip-beyond-max-age`: stamps `missed` every backlog timer (never attempted) that is overdue by
- * more than the max age at `now`. Leased timers are left to their dispatcher.
+ * Catch-up `skip-beyond-max-age`: stamps `missed` every backlog timer (never attempted, never claimed) that
+ * is overdue by more than the max age at `now`.
  */
 export function missTimersOverdueBefore(em: EntityManager, overdueBefore: Date, now: Date) {
   return queryRows<{ saga_type: string }>(
     em,
     `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
-     where ${NEVER_ATTEMPTED} and "available_at" < ? and ${NOT_LEASED}
+     where ${NEVER_ATTEMPTED} and "available_at" < ?
      returning "saga_type"`,
-    [now, TIMER_OUTCOMES.MISSED, overdueBefore, now],
+    [now, TIMER_OUTCOMES.MISSED, overdueBefore],
   );
 }
 
@@ -141,14 +152,14 @@ export function missTimersSupersededInBacklog(em: EntityManager, backlogBefore: 
   return queryRows<{ saga_type: string }>(
     em,
     `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
-     where ${NEVER_ATTEMPTED} and "available_at" < ? and ${NOT_LEASED}
+     where ${NEVER_ATTEMPTED} and "available_at" < ?
        and exists (select 1 from "saga_timer" as "newer"
          where "newer"."saga_type" = "saga_timer"."saga_type" and "newer"."saga_id" = "saga_timer"."saga_id"
            and "newer"."dispatched_at" is null and "newer"."due_at" <= ?
            and ("newer"."due_at" > "saga_timer"."due_at"
              or ("newer"."due_at" = "saga_timer"."due_at" and "newer"."id" > "saga_timer"."id")))
      returning "saga_type"`,
-    [now, TIMER_OUTCOMES.MISSED, backlogBefore, now, now],
+    [now, TIMER_OUTCOMES.MISSED, backlogBefore, now],
   );
 }
 
