@@ -194,7 +194,8 @@ export class SagaDispatcher implements AsyncDisposable {
     result.timers.claimed = timers.length;
     if (timers.length > 0) this.emit('claimed', { table: DISPATCH_TABLES.timer, ids: timers.map((t) => t.id), at: now, leaseUntil });
     await this.forEachConcurrently(timers, signal, DISPATCH_TABLES.timer, result.timers, (timer) => this.fire(timer, result.timers));
-    if (publish) {
+    // A stopping dispatcher claims no more outbox rows only to release them again.
+    if (publish && !signal?.aborted) {
       const at = clock.now();
       const outboxLease = new Date(at.getTime() + leaseMs);
       const rows = await claimDueOutboxRows(em, runtime.dialect, at, outboxLease, batchSize);
