@@ -96,8 +96,3 @@ export class SagaPersistenceError extends SagaError {
 export class SagaSchemaError extends SagaError {
   override readonly name = 'SagaSchemaError';
 }
-
-/** Builds a one-line "saga order/1234" label for messages. */
-export function describeSaga(sagaType: string, sagaId?: string): string {
-  return sagaId ? `saga ${sagaType}/${sagaId}` : `saga ${sagaType}`;
-}
