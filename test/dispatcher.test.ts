@@ -4,7 +4,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { claimDueTimers } from '../src/dispatcher/claim-due-rows.js';
 import {
   type CatchUpPolicy,
-  defineSaga,
   type OutboxEnvelope,
   SagaDispatcher,
   type SagaDispatcherOptions,
@@ -13,7 +12,7 @@ import {
   silentLogger,
 } from '../src/index.js';
 import { advanceAndDrain, drainDueTimers, FakeClock } from '../src/testing/index.js';
-import { type Action, type ScriptedMessage, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { type Action, type ScriptedMessage, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
@@ -352,18 +351,11 @@ for (const dialect of DIALECTS) {
       it('a step that aborts or times out is a delivery failure; the loop keeps running', async () => {
         const release = deferred();
         const entered = deferred();
-        const slow = defineSaga<ScriptedSaga, ScriptedMessage>({
-          ...scriptedSagaInput(),
-          steps: {
-            Start() {},
-            Do() {},
-            async Tick(saga, message) {
-              if (message.label === 'abort') throw new DOMException('The operation was aborted', 'AbortError');
-              entered.resolve();
-              await release.promise;
-              saga.counter += 1;
-            },
-          },
+        const slow = scriptedSagaWithTick(async (saga, message) => {
+          if (message.label === 'abort') throw new DOMException('The operation was aborted', 'AbortError');
+          entered.resolve();
+          await release.promise;
+          saga.counter += 1;
         });
         const { runtime, dispatcher, rows, clock } = setup(
           { deliveryTimeoutMs: 10_000, pollIntervalMs: 1_000, backoff: { baseMs: 60_000, jitter: false } },
@@ -409,19 +401,12 @@ for (const dialect of DIALECTS) {
         await quiet(dispatcher);
         const gate = deferred();
         const entered = deferred();
-        const blocking = defineSaga<ScriptedSaga, ScriptedMessage>({
-          ...scriptedSagaInput(),
-          steps: {
-            Start() {},
-            Do() {},
-            async Tick(saga, message) {
-              if (message.label === 't0') {
-                entered.resolve();
-                await gate.promise;
-              }
-              saga.log += `tick:${message.label};`;
-            },
-          },
+        const blocking = scriptedSagaWithTick(async (saga, message) => {
+          if (message.label === 't0') {
+            entered.resolve();
+            await gate.promise;
+          }
+          saga.log += `tick:${message.label};`;
         });
         const blockingRuntime = new SagaRuntime({ em: db().orm.em, sagas: [blocking], clock });
         const stopping = new SagaDispatcher({ runtime: blockingRuntime, logger: silentLogger, concurrency: 1 });
@@ -523,15 +508,4 @@ for (const dialect of DIALECTS) {
       });
     });
   });
-}
-
-/** The scripted saga's definition input, to build variants with other steps. */
-function scriptedSagaInput() {
-  return {
-    name: 'scripted',
-    state: ScriptedSaga,
-    correlation: { property: 'key' as const, from: { Start: (m: { key: string }) => m.key, Do: (m: { key: string }) => m.key } },
-    startedBy: ['Start' as const],
-    stepProperty: 'stage' as const,
-  };
 }

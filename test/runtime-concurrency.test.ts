@@ -1,12 +1,10 @@
 // DESIGN rule 4 on every database: a stale version rolls back, re-reads, re-runs; bounded; never a lost update.
 import { describe, expect, it } from 'vitest';
-import { defineSaga, SagaConcurrencyError, SagaRuntime } from '../src/index.js';
-import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { SagaConcurrencyError, SagaRuntime } from '../src/index.js';
+import { ScriptedSaga, scriptedSaga, scriptedVariant } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
-
-type Bump = { type: 'Bump'; key: string };
 
 for (const dialect of DIALECTS) {
   describe(`rule 4: optimistic concurrency (${dialect})`, () => {
@@ -20,23 +18,15 @@ for (const dialect of DIALECTS) {
       const loaded = deferred();
       const release = deferred();
       const seen: number[] = [];
-      const slow = defineSaga<ScriptedSaga, Bump>({
-        name: 'scripted',
-        state: ScriptedSaga,
-        correlation: { property: 'key', from: (m) => m.key },
-        startedBy: ['Bump'],
-        steps: {
-          async Bump(saga, _m, ctx) {
-            seen.push(saga.version);
-            saga.counter += 10;
-            ctx.send({ type: 'Bumped', counter: saga.counter });
-            ctx.schedule('after-bump', 1_000, { type: 'Bump', key });
-            if (seen.length === 1) {
-              loaded.resolve();
-              await release.promise;
-            }
-          },
-        },
+      const slow = scriptedVariant('Bump', async (saga, _m, ctx) => {
+        seen.push(saga.version);
+        saga.counter += 10;
+        ctx.send({ type: 'Bumped', counter: saga.counter });
+        ctx.schedule('after-bump', 1_000, { type: 'Bump', key });
+        if (seen.length === 1) {
+          loaded.resolve();
+          await release.promise;
+        }
       });
       const slowRuntime = new SagaRuntime({ em: orm.em, sagas: [slow] });
       const racing = slowRuntime.handle(slow, { type: 'Bump', key });
@@ -61,18 +51,10 @@ for (const dialect of DIALECTS) {
       const plain = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga] });
       const started = await plain.handle(scriptedSaga, { type: 'Start', key });
       // Every attempt of this step lets another unit of work commit first.
-      const unlucky = defineSaga<ScriptedSaga, Bump>({
-        name: 'scripted',
-        state: ScriptedSaga,
-        correlation: { property: 'key', from: (m) => m.key },
-        startedBy: ['Bump'],
-        steps: {
-          async Bump(saga, _m, ctx) {
-            saga.counter += 100;
-            ctx.send({ type: 'Never' });
-            await plain.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
-          },
-        },
+      const unlucky = scriptedVariant('Bump', async (saga, _m, ctx) => {
+        saga.counter += 100;
+        ctx.send({ type: 'Never' });
+        await plain.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
       });
       const runtime = new SagaRuntime({ em: orm.em, sagas: [unlucky], concurrency: { maxAttempts: 3, baseDelayMs: 0 } });
       const error = await runtime.handle(unlucky, { type: 'Bump', key }).catch((e: unknown) => e);

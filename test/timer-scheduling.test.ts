@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { SagaRuntime, WeekdayCalendar } from '../src/index.js';
 import { insertTimers } from '../src/sql/timer-statements.js';
 import { FakeClock } from '../src/testing/index.js';
-import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { ScriptedSaga, scriptedSaga, scriptedVariant } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
@@ -199,23 +199,14 @@ for (const dialect of DIALECTS) {
         let runs = 0;
         // The first unit reads version 0 and decides to schedule 'late', then waits; meanwhile the saga
         // completes. Its timer must not be written for the completed saga.
-        const { defineSaga } = await import('../src/index.js');
-        const slow = defineSaga<ScriptedSaga, { type: 'Slow'; key: string }>({
-          name: 'scripted',
-          state: ScriptedSaga,
-          correlation: { property: 'key', from: (m) => m.key },
-          startedBy: ['Slow'],
-          steps: {
-            async Slow(saga, _m, ctx) {
-              runs++;
-              if (saga.completedAt) return;
-              ctx.schedule('late', 5_000, { type: 'Slow', key });
-              if (runs === 1) {
-                entered.resolve();
-                await gate.promise;
-              }
-            },
-          },
+        const slow = scriptedVariant('Slow', async (saga, _m, ctx) => {
+          runs++;
+          if (saga.completedAt) return;
+          ctx.schedule('late', 5_000, { type: 'Slow', key });
+          if (runs === 1) {
+            entered.resolve();
+            await gate.promise;
+          }
         });
         const slowRuntime = new SagaRuntime({ em: db().orm.em, sagas: [slow] });
         const slowResult = slowRuntime.handle(slow, { type: 'Slow', key });

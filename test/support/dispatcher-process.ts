@@ -9,8 +9,8 @@
  *   starts, so the parent can kill the process between claim and commit.
  */
 import { MikroORM } from '@mikro-orm/core';
-import { defineSaga, SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
-import { type ScriptedMessage, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
+import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
+import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '../fixtures/scripted-saga.js';
 import { connectionOptions } from './databases.js';
 
 const [mode, url] = process.argv.slice(2);
@@ -41,20 +41,10 @@ if (mode === 'drain') {
   await orm.close(true);
 } else {
   let entered = 0;
-  const hanging = defineSaga<ScriptedSaga, ScriptedMessage>({
-    name: 'scripted',
-    state: ScriptedSaga,
-    correlation: { property: 'key', from: { Start: (m) => m.key, Do: (m) => m.key } },
-    startedBy: ['Start'],
-    steps: {
-      Start() {},
-      Do() {},
-      async Tick() {
-        print({ event: 'entered', count: ++entered });
-        // Never returns: the process is killed while it holds the claims.
-        await new Promise(() => {});
-      },
-    },
+  const hanging = scriptedSagaWithTick(async () => {
+    print({ event: 'entered', count: ++entered });
+    // Never returns: the process is killed while it holds the claims.
+    await new Promise(() => {});
   });
   const runtime = new SagaRuntime({ em: orm.em, sagas: [hanging] });
   const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger, batchSize: 100, concurrency: 50 });
