@@ -46,7 +46,7 @@ async function openOrm(dialect: 'sqlite' | 'postgresql'): Promise<{ orm: MikroOR
       dbName: file,
       entities,
       extensions: [Migrator],
-      migrations: { migrationsList: [...SAGA_MIGRATIONS.sqlite], silent: true },
+      migrations: { migrationsList: [...SAGA_MIGRATIONS.sqlite], silent: true, snapshot: false },
     });
     await orm.getMigrator().up();
     await orm.getSchemaGenerator().updateSchema();
@@ -68,7 +68,7 @@ async function openOrm(dialect: 'sqlite' | 'postgresql'): Promise<{ orm: MikroOR
     clientUrl: url.toString(),
     entities,
     extensions: [Migrator],
-    migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], silent: true },
+    migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], silent: true, snapshot: false },
   });
   await orm.getMigrator().up();
   await orm.getSchemaGenerator().updateSchema();

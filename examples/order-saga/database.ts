@@ -33,7 +33,7 @@ export async function openDemoDatabase(): Promise<{ orm: MikroORM; where: string
       dbName: '.tmp/demo.sqlite',
       entities,
       extensions: [Migrator],
-      migrations: { migrationsList: [...SAGA_MIGRATIONS.sqlite], silent: true },
+      migrations: { migrationsList: [...SAGA_MIGRATIONS.sqlite], silent: true, snapshot: false },
     };
     where = 'SQLite (.tmp/demo.sqlite)';
   }

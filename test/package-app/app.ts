@@ -58,9 +58,14 @@ const options: Options =
         ...common,
         driver: PostgreSqlDriver,
         clientUrl: location,
-        migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], silent: true },
+        migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], silent: true, snapshot: false },
       }
-    : { ...common, driver: SqliteDriver, dbName: location, migrations: { migrationsList: [...SAGA_MIGRATIONS.sqlite], silent: true } };
+    : {
+        ...common,
+        driver: SqliteDriver,
+        dbName: location,
+        migrations: { migrationsList: [...SAGA_MIGRATIONS.sqlite], silent: true, snapshot: false },
+      };
 
 const orm = await MikroORM.init(options);
 try {
