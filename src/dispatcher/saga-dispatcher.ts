@@ -14,6 +14,7 @@ import {
   releaseClaim,
 } from '../sql/dispatch-statements.js';
 import { type SagaCounterName, SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
+import { truncate } from '../text/truncate.js';
 import { type ClaimedOutboxRow, claimDueOutboxRows, claimDueTimers } from './claim-due-rows.js';
 import {
   CATCH_UP_POLICIES,
@@ -414,8 +415,4 @@ export class SagaDispatcher implements AsyncDisposable {
 function describe(error: unknown): string {
   if (error instanceof Error) return `${error.name}: ${error.message}`;
   return String(error);
-}
-
-function truncate(text: string, length: number): string {
-  return text.length > length ? `${text.slice(0, length - 1)}…` : text;
 }

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import {
   DeadlockException,
   type EntityManager,
-  type EntityMetadata,
   LockWaitTimeoutException,
   OptimisticLockError,
   UniqueConstraintViolationException,
@@ -10,7 +9,6 @@ import {
 import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import { getCorrelationId } from '../correlation/correlation-context.js';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
-import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaState } from '../entities/saga-state.js';
 import {
   SagaConcurrencyError,
@@ -20,24 +18,24 @@ import {
   SagaPersistenceError,
   SagaValidationError,
 } from '../errors.js';
-import { uuidV7 } from '../ids/uuid-v7.js';
-import { insertOutboxMessages, type OutboxWrite } from '../sql/outbox-statements.js';
-import { guardSagaVersion } from '../sql/saga-statements.js';
-import {
-  deleteAllPendingTimers,
-  deletePendingTimers,
-  deletePendingTimersOfOtherSteps,
-  insertTimers,
-  markTimerFired,
-  replacePendingTimer,
-  type TimerWrite,
-} from '../sql/timer-statements.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type Clock, systemClock } from '../time/clock.js';
-import { TIMER_SCOPES } from '../timers/timer-plan.js';
 import type { SagaDefinition, SagaMessage } from './define-saga.js';
-import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS, type IgnoreReason } from './handle-result.js';
-import { type FiringTimer, RecordingStepContext, type StepContextSettings } from './step-context.js';
+import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS } from './handle-result.js';
+import { messageTypeOf } from './message-type-of.js';
+import { type AnySagaDefinition, type HandleTarget, type RegisteredSaga, readStep } from './registered-saga.js';
+import { loadInstance } from './unit-of-work/load-instance.js';
+import { planTimerRetirement, planWrites } from './unit-of-work/plan-writes.js';
+import { runStep } from './unit-of-work/run-step.js';
+import type { UnitOfWorkPlan } from './unit-of-work/unit-of-work-plan.js';
+import {
+  type SagaRowTarget,
+  StaleTimer,
+  StatementFailure,
+  VersionConflict,
+  type WriteReport,
+  writePlan,
+} from './unit-of-work/write-plan.js';
 
 /** Default of `concurrency.maxAttempts`: units of work tried per message before a `SagaConcurrencyError`. */
 export const DEFAULT_MAX_ATTEMPTS = 10;
@@ -47,10 +45,6 @@ export const DEFAULT_RETRY_BASE_DELAY_MS = 5;
 export const DEFAULT_RETRY_MAX_DELAY_MS = 250;
 /** Default of `maxPayloadBytes`: largest JSON text of one timer or outbox message, in UTF-8 bytes. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 65_536;
-
-// Any saga definition, whatever its state and message types.
-// biome-ignore lint/suspicious/noExplicitAny: the runtime is heterogeneous over saga types.
-type AnySagaDefinition = SagaDefinition<any, any, any>;
 
 /** Options of {@link SagaRuntime}. */
 export interface SagaRuntimeOptions {
@@ -121,19 +115,6 @@ export interface TimerDelivery {
   readonly lastError?: string | null;
 }
 
-interface RegisteredSaga {
-  readonly definition: AnySagaDefinition;
-  readonly meta: EntityMetadata;
-  readonly settings: StepContextSettings;
-}
-
-type Target = { readonly kind: 'correlation'; readonly value: unknown } | { readonly kind: 'timer'; readonly timer: TimerDelivery };
-
-/** Another unit of work changed the saga between our read and our write. */
-class VersionConflict extends Error {}
-/** The timer being delivered lost its claim. */
-class StaleTimer extends Error {}
-
 /**
  * Handles messages for a set of sagas. Each message is one unit of work per saga instance:
  * load the instance, run the step (outside any transaction), then write the state change, the timer
@@ -190,7 +171,7 @@ export class SagaRuntime {
     options: HandleOptions = {},
   ): Promise<HandleResult> {
     const saga = this.registered(definition.name);
-    const type = messageTypeOf(message, saga.definition.name);
+    const type = messageTypeOf(message, `A message for saga ${saga.definition.name}`, { sagaType: saga.definition.name });
     if (!saga.definition.steps.has(type)) {
       throw new SagaValidationError(
         'MESSAGE_TYPE_UNKNOWN',
@@ -222,7 +203,7 @@ export class SagaRuntime {
    * in registration order. Returns one result per saga (none when no saga handles the type).
    */
   async route<TMessage extends SagaMessage>(message: TMessage, options: HandleOptions = {}): Promise<HandleResult[]> {
-    const type = messageTypeOf(message, 'any saga');
+    const type = messageTypeOf(message, 'A routed message', {});
     const results: HandleResult[] = [];
     for (const saga of this.sagas.values()) {
       if (saga.definition.steps.has(type)) results.push(await this.handle(saga.definition, message, options));
@@ -238,7 +219,11 @@ export class SagaRuntime {
   async deliverTimer(timer: TimerDelivery): Promise<HandleResult> {
     const saga = this.registered(timer.sagaType);
     const message = timer.payload as SagaMessage;
-    if (messageTypeOf(message, saga.definition.name) !== timer.messageType || !saga.definition.steps.has(timer.messageType)) {
+    if (
+      messageTypeOf(message, `Timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`, { sagaType: timer.sagaType }) !==
+        timer.messageType ||
+      !saga.definition.steps.has(timer.messageType)
+    ) {
       throw new SagaValidationError(
         'MESSAGE_TYPE_UNKNOWN',
         `Timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId} carries '${timer.messageType}', which the saga has no step for: restore the step or cancel the timer.`,
@@ -299,7 +284,7 @@ export class SagaRuntime {
     };
   }
 
-  private async run(saga: RegisteredSaga, message: SagaMessage, target: Target, correlationId: string): Promise<HandleResult> {
+  private async run(saga: RegisteredSaga, message: SagaMessage, target: HandleTarget, correlationId: string): Promise<HandleResult> {
     const { maxAttempts } = this.options.concurrency;
     let conflicts = 0;
     for (let attempt = 1; ; attempt++) {
@@ -329,10 +314,11 @@ export class SagaRuntime {
     }
   }
 
+  /** One unit of work: load or ignore, run the step, plan the writes, write them in one transaction. */
   private async attempt(
     saga: RegisteredSaga,
     message: SagaMessage,
-    target: Target,
+    target: HandleTarget,
     correlationId: string,
     attempts: number,
     conflicts: number,
@@ -342,176 +328,69 @@ export class SagaRuntime {
     const now = this.options.clock.now();
     const timer = target.kind === 'timer' ? target.timer : undefined;
     const base = { sagaType: definition.name, messageType: message.type, attempts, conflicts };
-    const none = { changed: false, completed: false, timersScheduled: 0, timersCancelled: 0, messagesSent: 0 };
 
-    const where = timer ? { id: timer.sagaId } : { [definition.correlationProperty]: target.kind === 'correlation' ? target.value : null };
-    let state = (await em.findOne(definition.state, where as never)) as SagaState | null;
-    let isNew = false;
-    if (!state) {
-      if (timer || !definition.startedBy.has(message.type)) {
-        if (timer) await this.retireTimerOf(em, timer, now, null);
-        return {
-          ...base,
-          ...none,
-          outcome: HANDLE_OUTCOMES.IGNORED,
-          reason: IGNORE_REASONS.NO_INSTANCE,
-          sagaId: timer?.sagaId ?? null,
-          version: null,
-          step: null,
-        };
-      }
-      isNew = true;
-      state = em.create(definition.state, {
-        [definition.correlationProperty]: (target as { value: unknown }).value,
-        createdAt: now,
-        updatedAt: now,
-        version: 0,
-      } as never) as SagaState;
-    } else if (state.completedAt && !definition.handlesCompleted(message.type)) {
-      if (timer) await this.retireTimerOf(em, timer, now, state);
-      return this.ignored(base, none, state, saga, IGNORE_REASONS.COMPLETED);
+    const instance = await loadInstance(em, saga, message, target, now);
+    if (instance.kind === 'ignored') {
+      if (timer) await this.write(em, planTimerRetirement(timer, message.type, now), { state: undefined, meta }).catch(ignoreStale);
+      const result = { ...base, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.IGNORED, reason: instance.reason };
+      return instance.state
+        ? {
+            ...this.result(HANDLE_OUTCOMES.IGNORED, base, instance.state, saga, { ...NO_EFFECTS, completed: true }),
+            reason: instance.reason,
+          }
+        : { ...result, sagaId: timer?.sagaId ?? null, version: null, step: null };
     }
-    const loadedVersion = state.version;
-    const completedBefore = state.completedAt !== null;
-    const stepBefore = readStep(state, definition.stepProperty);
-
-    const firing: FiringTimer | undefined = timer && { id: timer.id, name: timer.name, dueAt: timer.dueAt, attempts: timer.attempts };
-    const ctx = new RecordingStepContext(definition.name, state.id, isNew, now, correlationId, firing, saga.settings);
-    const step = definition.steps.get(message.type)!;
-    try {
-      await step(state, message, ctx);
-    } finally {
-      ctx.close();
-    }
-
-    if (ctx.completed && !state.completedAt) state.completedAt = now;
-    const completed = state.completedAt !== null;
-    const stepAfter = readStep(state, definition.stepProperty);
-    const uow = em.getUnitOfWork();
-    uow.computeChangeSets();
-    const changed = uow.getChangeSets().length > 0;
-    if (changed && !isNew) {
-      state.version = loadedVersion + 1;
-      state.updatedAt = now;
-    }
-
-    // A completed saga keeps no pending timers: completing removes them, and what a step of a completed
-    // saga schedules is discarded.
-    const scheduled = completed ? [] : ctx.timers.scheduled;
-    const cancelAll = (completed && !completedBefore) || ctx.timers.cancelsAll;
-    const cancelled = cancelAll ? [] : ctx.timers.cancelled;
-    const stepChanged = !isNew && definition.stepProperty !== undefined && stepAfter !== stepBefore;
-    const touchesTimers = !isNew && (cancelAll || cancelled.length > 0 || stepChanged);
-    const hasWrites = changed || timer || touchesTimers || scheduled.length > 0 || ctx.outgoing.length > 0;
-    if (!hasWrites) {
-      return this.result(HANDLE_OUTCOMES.HANDLED, base, state, saga, { ...none, completed });
-    }
-
-    const timerWrites: TimerWrite[] = scheduled.map((planned) => ({
-      id: uuidV7(),
+    const firing = timer && { id: timer.id, name: timer.name, dueAt: timer.dueAt, attempts: timer.attempts };
+    const run = await runStep(em, saga, instance, message, { now, correlationId, timer: firing });
+    const plan = planWrites({
       sagaType: definition.name,
-      sagaId: state.id,
-      name: planned.name,
-      step: planned.scope === TIMER_SCOPES.STEP && definition.stepProperty !== undefined ? stepAfter : null,
-      dueAt: planned.dueAt,
-      messageType: planned.messageType,
-      payloadJson: planned.payloadJson,
-      calendarKey: planned.calendarKey,
-      correlationId: truncate(correlationId, COLUMN_LIMITS.correlationId),
-      token: randomUUID(),
-      createdAt: now,
-    }));
-    const outboxWrites: OutboxWrite[] = ctx.outgoing.map((out) => ({
-      id: uuidV7(),
-      sagaType: definition.name,
-      sagaId: state.id,
-      messageType: out.messageType,
-      payloadJson: out.payloadJson,
-      headersJson: JSON.stringify(out.headers),
-      correlationId: truncate(correlationId, COLUMN_LIMITS.correlationId),
-      token: randomUUID(),
-      createdAt: now,
-    }));
-
-    let timersCancelled = 0;
-    // A racing start message or timer name surfaces as a unique violation; retried, the re-read sees the winner.
-    let inserting = isNew;
-    await em.begin();
+      hasStepProperty: definition.stepProperty !== undefined,
+      instance,
+      run,
+      message,
+      timer,
+      now,
+      correlationId,
+    });
+    const { state } = instance;
+    if (!plan) return this.result(HANDLE_OUTCOMES.HANDLED, base, state, saga, { ...NO_EFFECTS, completed: run.completed });
+    let report: WriteReport;
     try {
-      // The saga row is written (or version-checked) first: it is the lock every unit of work on this
-      // instance takes first, so timer and outbox writes of two units never interleave or deadlock.
-      if (changed) await em.flush();
-      else if (!isNew && !(await guardSagaVersion(em, meta, state.id, loadedVersion))) throw new VersionConflict();
-      if (timer && (await markTimerFired(em, timer.id, timer.token, now)) !== 1) throw new StaleTimer();
-      if (!isNew) {
-        // Deletes run before the writes below: the filtered unique index must never see two pending rows
-        // of one name, and MikroORM would order a flush's INSERTs before its DELETEs.
-        if (cancelAll) timersCancelled += await deleteAllPendingTimers(em, definition.name, state.id);
-        else {
-          if (stepChanged) timersCancelled += await deletePendingTimersOfOtherSteps(em, definition.name, state.id, stepAfter);
-          if (cancelled.length > 0) timersCancelled += await deletePendingTimers(em, definition.name, state.id, cancelled);
-        }
-      }
-      const inserts: TimerWrite[] = [];
-      for (const write of timerWrites) {
-        if (isNew || (await replacePendingTimer(em, write)) === 0) inserts.push(write);
-      }
-      inserting ||= inserts.length > 0;
-      if (inserts.length > 0) await insertTimers(em, inserts);
-      if (outboxWrites.length > 0) await insertOutboxMessages(em, outboxWrites);
-      await em.commit();
+      report = await this.write(em, plan, { state, meta });
     } catch (error) {
-      await em.rollback().catch(() => undefined);
-      if (error instanceof StaleTimer) {
-        return { ...base, ...none, outcome: HANDLE_OUTCOMES.STALE, sagaId: state.id, version: loadedVersion, step: stepBefore };
-      }
-      if (isConflict(error, inserting)) throw new RetryableConflict(state.id, error);
-      if (error instanceof SagaError) throw error;
-      throw new SagaPersistenceError(
-        'PERSISTENCE_FAILED',
-        `Saga ${definition.name}/${state.id}: writing the effects of '${message.type}' failed and was rolled back, so nothing of it was written: ${(error as Error)?.message ?? error}`,
-        { sagaType: definition.name, sagaId: state.id, messageType: message.type },
-        { cause: error },
-      );
+      if (!(error instanceof StaleTimer)) throw error;
+      const { version, step } = instance.before;
+      return { ...base, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.STALE, sagaId: state.id, version, step };
     }
-    return this.result(isNew ? HANDLE_OUTCOMES.STARTED : HANDLE_OUTCOMES.HANDLED, base, state, saga, {
-      changed,
-      completed,
-      timersScheduled: timerWrites.length,
-      timersCancelled,
-      messagesSent: outboxWrites.length,
+    return this.result(instance.isNew ? HANDLE_OUTCOMES.STARTED : HANDLE_OUTCOMES.HANDLED, base, state, saga, {
+      changed: run.changed,
+      completed: run.completed,
+      timersScheduled: plan.timers.length,
+      timersCancelled: report.timersCancelled,
+      messagesSent: plan.outbox.length,
     });
   }
 
-  /**
-   * Takes a timer whose saga is gone or completed out of the pending set (stamped fired, token-checked),
-   * so it is not delivered again. A lost claim means another unit of work already did something with it.
-   */
-  private async retireTimerOf(em: EntityManager, timer: TimerDelivery, now: Date, state: SagaState | null): Promise<void> {
-    const fork = em.fork({ clear: true });
-    await fork.begin();
+  /** Writes `plan`; a failure becomes a {@link RetryableConflict} or a {@link SagaError}. */
+  private async write(em: EntityManager, plan: UnitOfWorkPlan, target: SagaRowTarget): Promise<WriteReport> {
     try {
-      await markTimerFired(fork, timer.id, timer.token, now);
-      await fork.commit();
+      return await writePlan(em, plan, target);
     } catch (error) {
-      await fork.rollback().catch(() => undefined);
+      if (error instanceof StaleTimer) throw error;
+      const failure = error instanceof StatementFailure ? error : undefined;
+      // A racing start message or timer name surfaces as a unique violation; retried, the re-read sees the winner.
+      if (error instanceof VersionConflict || isConflict(failure?.cause, failure?.operation === 'insert')) {
+        throw new RetryableConflict(plan.sagaId, failure?.cause ?? error);
+      }
+      const cause = failure?.cause ?? error;
+      if (cause instanceof SagaError) throw cause;
       throw new SagaPersistenceError(
         'PERSISTENCE_FAILED',
-        `Timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId} (${state ? 'completed' : 'no instance'}) could not be retired: ${(error as Error)?.message}`,
-        { sagaType: timer.sagaType, sagaId: timer.sagaId, timerName: timer.name },
-        { cause: error },
+        `Saga ${plan.sagaType}/${plan.sagaId}: writing the effects of '${plan.messageType}' failed and was rolled back, so nothing of it was written: ${(cause as Error)?.message ?? cause}`,
+        { sagaType: plan.sagaType, sagaId: plan.sagaId, messageType: plan.messageType },
+        { cause },
       );
     }
-  }
-
-  private ignored(
-    base: Pick<HandleResult, 'sagaType' | 'messageType' | 'attempts' | 'conflicts'>,
-    none: Pick<HandleResult, 'changed' | 'completed' | 'timersScheduled' | 'timersCancelled' | 'messagesSent'>,
-    state: SagaState,
-    saga: RegisteredSaga,
-    reason: IgnoreReason,
-  ): HandleResult {
-    return { ...this.result(HANDLE_OUTCOMES.IGNORED, base, state, saga, { ...none, completed: state.completedAt !== null }), reason };
   }
 
   private result(
@@ -538,6 +417,14 @@ export class SagaRuntime {
   }
 }
 
+/** What a unit of work that wrote nothing did. */
+const NO_EFFECTS = { changed: false, completed: false, timersScheduled: 0, timersCancelled: 0, messagesSent: 0 } as const;
+
+/** A timer retired because its saga is gone or completed: a lost claim means another unit of work already did. */
+function ignoreStale(error: unknown): void {
+  if (!(error instanceof StaleTimer)) throw error;
+}
+
 /** A conflict worth re-running the unit of work for. */
 class RetryableConflict extends Error {
   constructor(
@@ -550,35 +437,12 @@ class RetryableConflict extends Error {
 
 function isConflict(error: unknown, inserting: boolean): boolean {
   return (
-    error instanceof VersionConflict ||
     error instanceof OptimisticLockError ||
     error instanceof DeadlockException ||
     error instanceof LockWaitTimeoutException ||
     // A racing start message or timer name: the re-read finds the other unit's row.
     (inserting && error instanceof UniqueConstraintViolationException)
   );
-}
-
-function messageTypeOf(message: unknown, sagaType: string): string {
-  const type = (message as { type?: unknown } | null | undefined)?.type;
-  if (typeof type !== 'string' || type === '') {
-    throw new SagaValidationError(
-      'MESSAGE_TYPE_MISSING',
-      `A message for ${sagaType} has no 'type': every message is an object with a non-empty string 'type'.`,
-      { sagaType },
-    );
-  }
-  return type;
-}
-
-function readStep(state: SagaState, stepProperty: string | undefined): string | null {
-  if (stepProperty === undefined) return null;
-  const value = (state as unknown as Record<string, unknown>)[stepProperty];
-  return value === null || value === undefined ? null : String(value);
-}
-
-function truncate(value: string, length: number): string {
-  return value.length > length ? value.slice(0, length) : value;
 }
 
 function sleepWithJitter(attempt: number, options: ResolvedSagaRuntimeOptions['concurrency']): Promise<void> {

@@ -5,6 +5,7 @@ import { type Duration, toMilliseconds } from '../time/duration.js';
 import { TIMER_SCOPES, TimerPlan, type TimerScope } from '../timers/timer-plan.js';
 import type { AnyMessage, SagaMessage } from './define-saga.js';
 import { toJsonPayload } from './json-payload.js';
+import { messageTypeOf } from './message-type-of.js';
 
 /** Options of {@link StepContext.schedule}. */
 export interface ScheduleOptions {
@@ -111,7 +112,7 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
         details,
       );
     }
-    const messageType = this.messageTypeOf(message, `timer '${name}'`, details);
+    const messageType = messageTypeOf(message, `Timer '${name}' of saga ${this.sagaType}/${this.sagaId}`, details);
     if (!this.settings.knownMessageTypes.has(messageType)) {
       throw new SagaValidationError(
         'MESSAGE_TYPE_UNKNOWN',
@@ -166,7 +167,7 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
   send(message: SagaMessage, options: SendOptions = {}): void {
     this.assertOpen();
     const details = this.details();
-    const messageType = this.messageTypeOf(message, 'a sent message', details);
+    const messageType = messageTypeOf(message, `A message sent by saga ${this.sagaType}/${this.sagaId}`, details);
     const payloadJson = toJsonPayload(message, `the '${messageType}' message`, this.settings.maxPayloadBytes, {
       ...details,
       messageType,
@@ -201,18 +202,6 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
   /** Ends the context: the step has returned, later calls are refused. */
   close(): void {
     this.closed = true;
-  }
-
-  private messageTypeOf(message: SagaMessage, what: string, details: SagaErrorDetails): string {
-    const type = (message as { type?: unknown } | null | undefined)?.type;
-    if (typeof type !== 'string' || type === '' || type.length > COLUMN_LIMITS.messageType) {
-      throw new SagaValidationError(
-        'MESSAGE_TYPE_MISSING',
-        `${what} of saga ${this.sagaType}/${this.sagaId} has no message type: give it a 'type' string of 1 to ${COLUMN_LIMITS.messageType} characters.`,
-        details,
-      );
-    }
-    return type;
   }
 
   private assertOpen(): void {

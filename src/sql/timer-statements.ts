@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { TIMER_OUTCOMES } from '../entities/dispatch-states.js';
+import type { TimerOutcome } from '../entities/dispatch-states.js';
 import { placeholders, runStatement } from './sql-executor.js';
 
 /** The columns of a timer written by a unit of work. */
@@ -108,15 +108,15 @@ export function deletePendingTimersOfOtherSteps(em: EntityManager, sagaType: str
 }
 
 /**
- * Stamps a claimed timer fired, only while it is still pending under the token the dispatcher claimed it
- * with. Runs in the same transaction as the state change the timer causes.
+ * Takes a claimed timer out of the pending set with `outcome`, only while it is still pending under the
+ * token the dispatcher claimed it with. Runs in the same transaction as the state change the timer causes.
  * @returns 1 when stamped; 0 when the timer was cancelled, replaced or fired in the meantime (stale).
  */
-export function markTimerFired(em: EntityManager, timerId: string, token: string, now: Date): Promise<number> {
+export function stampTimer(em: EntityManager, timerId: string, token: string, outcome: TimerOutcome, now: Date): Promise<number> {
   return runStatement(
     em,
     `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
      where "id" = ? and "token" = ? and "dispatched_at" is null`,
-    [now, TIMER_OUTCOMES.FIRED, timerId, token],
+    [now, outcome, timerId, token],
   );
 }

@@ -1,0 +1,29 @@
+import type { EntityMetadata } from '@mikro-orm/core';
+import type { SagaState } from '../entities/saga-state.js';
+import type { SagaDefinition } from './define-saga.js';
+import type { TimerDelivery } from './saga-runtime.js';
+import type { StepContextSettings } from './step-context.js';
+
+/** Any saga definition, whatever its state and message types. */
+// biome-ignore lint/suspicious/noExplicitAny: the runtime is heterogeneous over saga types.
+export type AnySagaDefinition = SagaDefinition<any, any, any>;
+
+/** A definition checked against MikroORM's metadata when the runtime was built. */
+export interface RegisteredSaga {
+  readonly definition: AnySagaDefinition;
+  /** Metadata of the definition's state entity. */
+  readonly meta: EntityMetadata;
+  readonly settings: StepContextSettings;
+}
+
+/** Where a message goes: the instance with a correlation value, or a timer's own instance. */
+export type HandleTarget =
+  | { readonly kind: 'correlation'; readonly value: unknown }
+  | { readonly kind: 'timer'; readonly timer: TimerDelivery };
+
+/** The value of the definition's `stepProperty` on `state`, as a string; null without one. */
+export function readStep(state: SagaState, stepProperty: string | undefined): string | null {
+  if (stepProperty === undefined) return null;
+  const value = (state as unknown as Record<string, unknown>)[stepProperty];
+  return value === null || value === undefined ? null : String(value);
+}

@@ -1,0 +1,109 @@
+import { randomUUID } from 'node:crypto';
+import { COLUMN_LIMITS, TIMER_OUTCOMES } from '../../entities/dispatch-states.js';
+import { uuidV7 } from '../../ids/uuid-v7.js';
+import type { OutboxWrite } from '../../sql/outbox-statements.js';
+import type { TimerWrite } from '../../sql/timer-statements.js';
+import { truncate } from '../../text/truncate.js';
+import { TIMER_SCOPES } from '../../timers/timer-plan.js';
+import type { SagaMessage } from '../define-saga.js';
+import type { TimerDelivery } from '../saga-runtime.js';
+import type { LoadedInstance } from './load-instance.js';
+import type { StepRun } from './run-step.js';
+import { NO_TIMER_DELETES, type SagaRowWrite, type TimerDeletes, type UnitOfWorkPlan } from './unit-of-work-plan.js';
+
+/** What {@link planWrites} decides from. */
+export interface PlanInput {
+  readonly sagaType: string;
+  /** Whether the definition has a `stepProperty` (step-scoped timers). */
+  readonly hasStepProperty: boolean;
+  readonly instance: LoadedInstance;
+  readonly run: StepRun;
+  readonly message: SagaMessage;
+  readonly timer: TimerDelivery | undefined;
+  readonly now: Date;
+  readonly correlationId: string;
+}
+
+/**
+ * Phase 3 of a unit of work: turns what the step decided into the rows to write. Pure: no I/O.
+ * @returns undefined when there is nothing to write (no column changed, no timer, no message).
+ */
+export function planWrites(input: PlanInput): UnitOfWorkPlan | undefined {
+  const { instance, run, now } = input;
+  const { isNew, before } = instance;
+  // A completed saga keeps no pending timers: completing removes them, and what a step of a completed
+  // saga schedules is discarded.
+  const scheduled = run.completed ? [] : run.ctx.timers.scheduled;
+  const timerDeletes = isNew ? NO_TIMER_DELETES : deletesOf(input);
+  const deletesAny = timerDeletes.all || timerDeletes.names.length > 0 || timerDeletes.otherStepsThan !== undefined;
+  if (!run.changed && !input.timer && !deletesAny && scheduled.length === 0 && run.ctx.outgoing.length === 0) return undefined;
+
+  const sagaId = instance.state.id;
+  const correlationId = truncate(input.correlationId, COLUMN_LIMITS.correlationId);
+  const sagaRow: SagaRowWrite = isNew
+    ? { kind: 'insert' }
+    : run.changed
+      ? { kind: 'update', loadedVersion: before.version, version: before.version + 1, updatedAt: now }
+      : { kind: 'guard', loadedVersion: before.version };
+  const timers: TimerWrite[] = scheduled.map((planned) => ({
+    id: uuidV7(),
+    sagaType: input.sagaType,
+    sagaId,
+    name: planned.name,
+    step: planned.scope === TIMER_SCOPES.STEP && input.hasStepProperty ? run.step : null,
+    dueAt: planned.dueAt,
+    messageType: planned.messageType,
+    payloadJson: planned.payloadJson,
+    calendarKey: planned.calendarKey,
+    correlationId,
+    token: randomUUID(),
+    createdAt: now,
+  }));
+  const outbox: OutboxWrite[] = run.ctx.outgoing.map((out) => ({
+    id: uuidV7(),
+    sagaType: input.sagaType,
+    sagaId,
+    messageType: out.messageType,
+    payloadJson: out.payloadJson,
+    headersJson: JSON.stringify(out.headers),
+    correlationId,
+    token: randomUUID(),
+    createdAt: now,
+  }));
+  return {
+    sagaType: input.sagaType,
+    sagaId,
+    messageType: input.message.type,
+    sagaRow,
+    timerStamp: input.timer && { id: input.timer.id, token: input.timer.token, outcome: TIMER_OUTCOMES.FIRED, at: now },
+    timerDeletes,
+    timers,
+    replaceTimers: !isNew,
+    outbox,
+  };
+}
+
+/**
+ * The plan of a timer delivered to a saga that is gone or completed: only take the timer out of the
+ * pending set (token-checked), so it is not delivered again.
+ */
+export function planTimerRetirement(timer: TimerDelivery, messageType: string, now: Date): UnitOfWorkPlan {
+  return {
+    sagaType: timer.sagaType,
+    sagaId: timer.sagaId,
+    messageType,
+    sagaRow: { kind: 'none' },
+    timerStamp: { id: timer.id, token: timer.token, outcome: TIMER_OUTCOMES.FIRED, at: now },
+    timerDeletes: NO_TIMER_DELETES,
+    timers: [],
+    replaceTimers: false,
+    outbox: [],
+  };
+}
+
+function deletesOf({ instance, run, hasStepProperty }: PlanInput): TimerDeletes {
+  const completing = run.completed && !instance.before.completed;
+  if (completing || run.ctx.timers.cancelsAll) return { all: true, names: [], otherStepsThan: undefined };
+  const stepChanged = hasStepProperty && run.step !== instance.before.step;
+  return { all: false, names: run.ctx.timers.cancelled, otherStepsThan: stepChanged ? { step: run.step } : undefined };
+}

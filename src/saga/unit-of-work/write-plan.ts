@@ -1,0 +1,172 @@
+import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
+import type { SagaState } from '../../entities/saga-state.js';
+import { insertOutboxMessages } from '../../sql/outbox-statements.js';
+import { guardSagaVersion } from '../../sql/saga-statements.js';
+import {
+  deleteAllPendingTimers,
+  deletePendingTimers,
+  deletePendingTimersOfOtherSteps,
+  insertTimers,
+  replacePendingTimer,
+  stampTimer,
+  type TimerWrite,
+} from '../../sql/timer-statements.js';
+import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
+
+/** What a statement does, for error messages: never its SQL or parameters. */
+export type StatementOperation = 'read' | 'insert' | 'update' | 'delete' | 'commit';
+
+/** One statement of a plan, named by what it does to which table. */
+export interface PlannedStatement {
+  readonly operation: StatementOperation;
+  readonly table: string;
+  /** Runs the statement inside the open transaction; returns the rows it deleted (0 for other statements). */
+  readonly run: (em: EntityManager) => Promise<number>;
+}
+
+/** Another unit of work changed the saga between our read and our write. */
+export class VersionConflict extends Error {}
+
+/** The timer being delivered lost its claim (cancelled, replaced or fired meanwhile). */
+export class StaleTimer extends Error {}
+
+/** A statement (or the commit) failed; `cause` is the driver's error. */
+export class StatementFailure extends Error {
+  constructor(
+    readonly operation: StatementOperation,
+    readonly table: string | undefined,
+    override readonly cause: unknown,
+  ) {
+    super(`${operation} ${table ?? ''} failed`);
+  }
+}
+
+/** What the write phase did. */
+export interface WriteReport {
+  readonly timersCancelled: number;
+}
+
+/** Where the plan's saga row lives: the managed entity and its metadata. */
+export interface SagaRowTarget {
+  readonly state: SagaState | undefined;
+  readonly meta: EntityMetadata;
+}
+
+/**
+ * The statements of `plan`, in the order they must run:
+ * 1. the saga row, first: it is the lock every unit of work on this instance takes first, so timer and
+ *    outbox writes of two units never interleave or deadlock;
+ * 2. the delivering timer's stamp, token-checked;
+ * 3. timer deletes, before the writes below: the filtered unique index must never see two pending rows of
+ *    one name, and MikroORM would order a flush's INSERTs before its DELETEs;
+ * 4. timer replacements in place, then inserts; 5. outbox rows.
+ */
+export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget): PlannedStatement[] {
+  const statements: PlannedStatement[] = [];
+  const sagaStatement = sagaRowStatement(plan, target);
+  if (sagaStatement) statements.push(sagaStatement);
+  const stamp = plan.timerStamp;
+  if (stamp) {
+    statements.push({
+      operation: 'update',
+      table: 'saga_timer',
+      run: async (em) => {
+        if ((await stampTimer(em, stamp.id, stamp.token, stamp.outcome, stamp.at)) !== 1) throw new StaleTimer();
+        return 0;
+      },
+    });
+  }
+  const { sagaType, sagaId, timerDeletes } = plan;
+  const deletes = (run: PlannedStatement['run']): PlannedStatement => ({ operation: 'delete', table: 'saga_timer', run });
+  if (timerDeletes.all) statements.push(deletes((em) => deleteAllPendingTimers(em, sagaType, sagaId)));
+  const otherSteps = timerDeletes.otherStepsThan;
+  if (otherSteps) statements.push(deletes((em) => deletePendingTimersOfOtherSteps(em, sagaType, sagaId, otherSteps.step)));
+  if (timerDeletes.names.length > 0) statements.push(deletes((em) => deletePendingTimers(em, sagaType, sagaId, timerDeletes.names)));
+  if (plan.timers.length > 0) statements.push(...timerStatements(plan.timers, plan.replaceTimers));
+  if (plan.outbox.length > 0) {
+    statements.push({ operation: 'insert', table: 'saga_outbox', run: (em) => insertOutboxMessages(em, plan.outbox).then(() => 0) });
+  }
+  return statements;
+}
+
+/**
+ * Phase 4 of a unit of work: runs the plan's statements and commits, in one transaction of `em`.
+ * On any failure everything is rolled back and the error is rethrown: {@link VersionConflict},
+ * {@link StaleTimer}, or a {@link StatementFailure} naming the operation and table.
+ */
+export async function writePlan(em: EntityManager, plan: UnitOfWorkPlan, target: SagaRowTarget): Promise<WriteReport> {
+  let timersCancelled = 0;
+  await em.begin();
+  try {
+    for (const statement of statementsOf(plan, target)) {
+      const deleted = await runNamed(statement, em);
+      if (statement.operation === 'delete') timersCancelled += deleted;
+    }
+    await runNamed({ operation: 'commit', table: '', run: () => em.commit().then(() => 0) }, em);
+  } catch (error) {
+    await em.rollback().catch(() => undefined);
+    throw error;
+  }
+  return { timersCancelled };
+}
+
+async function runNamed(statement: PlannedStatement, em: EntityManager): Promise<number> {
+  try {
+    return await statement.run(em);
+  } catch (error) {
+    if (error instanceof VersionConflict || error instanceof StaleTimer || error instanceof StatementFailure) throw error;
+    throw new StatementFailure(statement.operation, statement.table || undefined, error);
+  }
+}
+
+function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta }: SagaRowTarget): PlannedStatement | undefined {
+  const row = plan.sagaRow;
+  const table = meta.tableName;
+  switch (row.kind) {
+    case 'none':
+      return undefined;
+    case 'guard':
+      return {
+        operation: 'update',
+        table,
+        run: async (em) => {
+          if (!(await guardSagaVersion(em, meta, plan.sagaId, row.loadedVersion))) throw new VersionConflict();
+          return 0;
+        },
+      };
+    case 'insert':
+      return { operation: 'insert', table, run: (em) => em.flush().then(() => 0) };
+    case 'update':
+      return {
+        operation: 'update',
+        table,
+        run: async (em) => {
+          state!.version = row.version;
+          state!.updatedAt = row.updatedAt;
+          await em.flush();
+          return 0;
+        },
+      };
+  }
+}
+
+function timerStatements(timers: readonly TimerWrite[], replace: boolean): PlannedStatement[] {
+  const inserts: TimerWrite[] = [];
+  return [
+    {
+      operation: 'update',
+      table: 'saga_timer',
+      run: async (em) => {
+        for (const timer of timers) {
+          if (!replace || (await replacePendingTimer(em, timer)) === 0) inserts.push(timer);
+        }
+        return 0;
+      },
+    },
+    {
+      operation: 'insert',
+      table: 'saga_timer',
+      run: (em) => (inserts.length > 0 ? insertTimers(em, inserts).then(() => 0) : Promise.resolve(0)),
+    },
+  ];
+}

@@ -1,0 +1,117 @@
+// Unit tests of the unit of work's pure phases: the plan and its statement order. No database.
+import type { EntityMetadata } from '@mikro-orm/core';
+import { describe, expect, it } from 'vitest';
+import type { SagaState } from '../../src/entities/saga-state.js';
+import { RecordingStepContext } from '../../src/saga/step-context.js';
+import type { LoadedInstance } from '../../src/saga/unit-of-work/load-instance.js';
+import { type PlanInput, planTimerRetirement, planWrites } from '../../src/saga/unit-of-work/plan-writes.js';
+import type { StepRun } from '../../src/saga/unit-of-work/run-step.js';
+import { statementsOf } from '../../src/saga/unit-of-work/write-plan.js';
+import { truncate } from '../../src/text/truncate.js';
+
+const now = new Date('2026-01-01T00:00:00Z');
+const meta = { tableName: 'order_saga' } as EntityMetadata;
+
+function input(overrides: { isNew?: boolean; changed?: boolean; step?: string; completed?: boolean; completedBefore?: boolean } = {}) {
+  const ctx = new RecordingStepContext('order', 'saga-1', overrides.isNew ?? false, now, 'c'.repeat(300), undefined, {
+    calendars: new Map(),
+    maxPayloadBytes: 1000,
+    knownMessageTypes: new Set(['Tick']),
+    stepScopedByDefault: true,
+  });
+  const instance: LoadedInstance = {
+    kind: 'loaded',
+    state: { id: 'saga-1' } as SagaState,
+    isNew: overrides.isNew ?? false,
+    before: { version: 3, completed: overrides.completedBefore ?? false, step: 'open' },
+  };
+  const run: StepRun = {
+    ctx,
+    changed: overrides.changed ?? false,
+    completed: overrides.completed ?? false,
+    step: overrides.step ?? 'open',
+  };
+  const planInput: PlanInput = {
+    sagaType: 'order',
+    hasStepProperty: true,
+    instance,
+    run,
+    message: { type: 'Do' },
+    timer: undefined,
+    now,
+    correlationId: ctx.correlationId,
+  };
+  return { ctx, planInput };
+}
+
+describe('planWrites', () => {
+  it('plans nothing for a step that changed nothing and asked for nothing', () => {
+    expect(planWrites(input().planInput)).toBeUndefined();
+  });
+
+  it('bumps the version of a changed row and stamps updated_at with the clock', () => {
+    const plan = planWrites(input({ changed: true }).planInput);
+    expect(plan?.sagaRow).toEqual({ kind: 'update', loadedVersion: 3, version: 4, updatedAt: now });
+  });
+
+  it('guards the version when only timers or messages are written, and cuts the correlation id to its column', () => {
+    const { ctx, planInput } = input();
+    ctx.schedule('t', 1000, { type: 'Tick' });
+    const plan = planWrites(planInput);
+    expect(plan?.sagaRow).toEqual({ kind: 'guard', loadedVersion: 3 });
+    expect(plan?.timers).toMatchObject([{ name: 't', step: 'open', dueAt: new Date(now.getTime() + 1000) }]);
+    expect(plan?.timers[0]?.correlationId).toHaveLength(200);
+  });
+
+  it('a completing step deletes every pending timer and discards what it scheduled', () => {
+    const { ctx, planInput } = input({ changed: true, completed: true });
+    ctx.schedule('t', 1000, { type: 'Tick' });
+    const plan = planWrites(planInput);
+    expect(plan).toMatchObject({ timers: [], timerDeletes: { all: true } });
+  });
+
+  it('a step change deletes the step-scoped timers of other steps', () => {
+    const plan = planWrites(input({ changed: true, step: 'paying' }).planInput);
+    expect(plan?.timerDeletes).toEqual({ all: false, names: [], otherStepsThan: { step: 'paying' } });
+  });
+
+  it('a new instance is inserted and deletes nothing', () => {
+    const plan = planWrites(input({ isNew: true, changed: true, step: 'paying' }).planInput);
+    expect(plan).toMatchObject({ sagaRow: { kind: 'insert' }, replaceTimers: false, timerDeletes: { all: false, names: [] } });
+  });
+});
+
+describe('statementsOf', () => {
+  it('orders the saga row, the timer stamp, deletes, timer writes and the outbox', () => {
+    const { ctx, planInput } = input({ changed: true, step: 'paying' });
+    ctx.cancel('old');
+    ctx.schedule('t', 1000, { type: 'Tick' });
+    ctx.send({ type: 'Out' });
+    const timer = { id: 't1', token: 'k', sagaType: 'order', sagaId: 'saga-1', name: 'x' } as never;
+    const plan = planWrites({ ...planInput, timer })!;
+    const order = statementsOf(plan, { state: undefined, meta }).map((s) => `${s.operation} ${s.table}`);
+    expect(order).toEqual([
+      'update order_saga',
+      'update saga_timer',
+      'delete saga_timer',
+      'delete saga_timer',
+      'update saga_timer',
+      'insert saga_timer',
+      'insert saga_outbox',
+    ]);
+  });
+
+  it('a retired timer is one token-checked stamp and nothing else', () => {
+    const timer = { id: 't1', token: 'k', sagaType: 'order', sagaId: 'saga-1', name: 'x' } as never;
+    const order = statementsOf(planTimerRetirement(timer, 'Tick', now), { state: undefined, meta }).map((s) => `${s.operation} ${s.table}`);
+    expect(order).toEqual(['update saga_timer']);
+  });
+});
+
+describe('truncate', () => {
+  it('keeps short text, cuts long text with an ellipsis and never splits a surrogate pair', () => {
+    expect(truncate('abc', 3)).toBe('abc');
+    expect(truncate('abcdef', 4)).toBe('abc…');
+    expect(truncate('ab😀cd', 4)).toBe('ab…');
+  });
+});
