@@ -37,6 +37,16 @@ export const SAGA_ERROR_CODES = {
   SCHEMA_INVALID: 'SCHEMA_INVALID',
   /** An option passed to a library entry point is out of range. */
   OPTION_INVALID: 'OPTION_INVALID',
+  /** A step changed a column the runtime owns (`id`, `version`, `createdAt`, `updatedAt`, `completedAt`). */
+  STATE_COLUMN_READONLY: 'STATE_COLUMN_READONLY',
+  /** A step of a completed saga scheduled a timer without reopening the saga (`ctx.reopen()`). */
+  SAGA_COMPLETED: 'SAGA_COMPLETED',
+  /** A write violates a unique constraint in a way no retry can fix (not a race); nothing was written. */
+  UNIQUE_VIOLATION: 'UNIQUE_VIOLATION',
+  /** The database could not be reached (refused, timed out, file cannot be opened); nothing was written. */
+  DATABASE_UNREACHABLE: 'DATABASE_UNREACHABLE',
+  /** The connection failed while COMMIT was in flight: the effects may or may not have been written. */
+  COMMIT_OUTCOME_UNKNOWN: 'COMMIT_OUTCOME_UNKNOWN',
 } as const;
 
 /** Union of every error code the library raises. */
@@ -87,7 +97,12 @@ export class SagaConcurrencyError extends SagaError {
   override readonly name = 'SagaConcurrencyError';
 }
 
-/** Writing a unit of work failed for a reason other than a concurrency conflict; nothing was written. */
+/**
+ * Reading or writing a unit of work failed for a reason other than a concurrency conflict. The message names
+ * the operation, table and constraint, never values; the driver's error is the `cause`. Whether anything was
+ * written depends on the `code`: `COMMIT_OUTCOME_UNKNOWN` means it may have been, every other code means
+ * nothing was.
+ */
 export class SagaPersistenceError extends SagaError {
   override readonly name = 'SagaPersistenceError';
 }

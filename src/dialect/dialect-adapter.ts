@@ -10,6 +10,12 @@ export interface DialectAdapter {
   readonly name: 'postgresql' | 'sqlite';
   /** Whether due rows can be claimed in one statement with `FOR UPDATE SKIP LOCKED`. */
   readonly supportsSkipLocked: boolean;
+  /**
+   * Whether a COMMIT that fails on the client's side may still have been applied: true over a network (the
+   * connection can drop after COMMIT was sent); false for SQLite, where COMMIT runs in-process and either
+   * returns or leaves the transaction uncommitted.
+   */
+  readonly commitCanFailAfterApplying: boolean;
   /** Reads a JSON column value returned by a native query. */
   readJson(value: unknown): unknown;
   /** Reads a timestamp column value returned by a native query. */
@@ -19,6 +25,7 @@ export interface DialectAdapter {
 const postgresql: DialectAdapter = {
   name: 'postgresql',
   supportsSkipLocked: true,
+  commitCanFailAfterApplying: true,
   readJson: (value) => (typeof value === 'string' ? JSON.parse(value) : value),
   readDate: (value) => (value == null ? null : value instanceof Date ? value : new Date(value as string)),
 };
@@ -27,6 +34,7 @@ const postgresql: DialectAdapter = {
 const sqlite: DialectAdapter = {
   name: 'sqlite',
   supportsSkipLocked: false,
+  commitCanFailAfterApplying: false,
   readJson: (value) => (typeof value === 'string' ? JSON.parse(value) : value),
   readDate: (value) =>
     value == null ? null : new Date(typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : (value as number)),

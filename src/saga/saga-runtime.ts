@@ -1,41 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import {
-  DeadlockException,
-  type EntityManager,
-  LockWaitTimeoutException,
-  OptimisticLockError,
-  UniqueConstraintViolationException,
-} from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/core';
 import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import { getCorrelationId } from '../correlation/correlation-context.js';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
 import { SagaState } from '../entities/saga-state.js';
-import {
-  SagaConcurrencyError,
-  SagaCorrelationError,
-  SagaDefinitionError,
-  SagaError,
-  SagaPersistenceError,
-  SagaValidationError,
-} from '../errors.js';
+import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type Clock, systemClock } from '../time/clock.js';
 import type { SagaDefinition, SagaMessage } from './define-saga.js';
 import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS } from './handle-result.js';
 import { messageTypeOf } from './message-type-of.js';
 import { type AnySagaDefinition, type HandleTarget, type RegisteredSaga, readStep } from './registered-saga.js';
+import { classifyFailure, type FailureContext, RetryableConflict } from './unit-of-work/classify-failure.js';
 import { loadInstance } from './unit-of-work/load-instance.js';
 import { planTimerRetirement, planWrites } from './unit-of-work/plan-writes.js';
 import { runStep } from './unit-of-work/run-step.js';
-import type { UnitOfWorkPlan } from './unit-of-work/unit-of-work-plan.js';
-import {
-  type SagaRowTarget,
-  StaleTimer,
-  StatementFailure,
-  VersionConflict,
-  type WriteReport,
-  writePlan,
-} from './unit-of-work/write-plan.js';
+import { runNamed, StaleTimer, type WriteReport, writePlan } from './unit-of-work/write-plan.js';
 
 /** Default of `concurrency.maxAttempts`: units of work tried per message before a `SagaConcurrencyError`. */
 export const DEFAULT_MAX_ATTEMPTS = 10;
@@ -161,7 +141,10 @@ export class SagaRuntime {
    * runs the step, and commits its effects in one transaction.
    * @throws SagaValidationError / SagaCorrelationError for bad input, before anything is written.
    * @throws SagaConcurrencyError when conflicts outlast `concurrency.maxAttempts`; nothing was written.
-   * @throws SagaPersistenceError when the write fails otherwise; nothing was written.
+   * @throws SagaSchemaError `SCHEMA_INVALID` when a table or column is missing; nothing was written.
+   * @throws SagaPersistenceError for any other database failure, the initial read included: `COMMIT_OUTCOME_UNKNOWN`
+   *   when the connection failed while COMMIT was in flight (the effects may or may not have been written);
+   *   `UNIQUE_VIOLATION`, `DATABASE_UNREACHABLE` or `PERSISTENCE_FAILED` otherwise, and then nothing was written.
    * Errors thrown by the step itself propagate unchanged; nothing was written.
    */
   async handle<TIn extends SagaMessage>(
@@ -328,10 +311,18 @@ export class SagaRuntime {
     const now = this.options.clock.now();
     const timer = target.kind === 'timer' ? target.timer : undefined;
     const base = { sagaType: definition.name, messageType: message.type, attempts, conflicts };
+    const failed = (context: Pick<FailureContext, 'sagaId' | 'startedWith' | 'timerNames'>) => async (error: unknown) => {
+      throw await classifyFailure(error, { em: this.options.em, dialect: this.dialect, saga, messageType: message.type, ...context });
+    };
 
-    const instance = await loadInstance(em, saga, message, target, now);
+    const instance = await runNamed('read', meta.tableName, () => loadInstance(em, saga, message, target, now)).catch(
+      failed({ sagaId: timer?.sagaId, startedWith: undefined, timerNames: [] }),
+    );
     if (instance.kind === 'ignored') {
-      if (timer) await this.write(em, planTimerRetirement(timer, message.type, now), { state: undefined, meta }).catch(ignoreStale);
+      if (timer) {
+        const retirement = writePlan(em, planTimerRetirement(timer, message.type, now), { state: undefined, meta });
+        await retirement.catch(ignoreStale).catch(failed({ sagaId: timer.sagaId, startedWith: undefined, timerNames: [] }));
+      }
       const result = { ...base, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.IGNORED, reason: instance.reason };
       return instance.state
         ? {
@@ -356,9 +347,12 @@ export class SagaRuntime {
     if (!plan) return this.result(HANDLE_OUTCOMES.HANDLED, base, state, saga, { ...NO_EFFECTS, completed: run.completed });
     let report: WriteReport;
     try {
-      report = await this.write(em, plan, { state, meta });
+      report = await writePlan(em, plan, { state, meta });
     } catch (error) {
-      if (!(error instanceof StaleTimer)) throw error;
+      if (!(error instanceof StaleTimer)) {
+        const startedWith = instance.isNew && target.kind === 'correlation' ? { value: target.value } : undefined;
+        return failed({ sagaId: state.id, startedWith, timerNames: plan.timers.map((t) => t.name) })(error);
+      }
       const { version, step } = instance.before;
       return { ...base, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.STALE, sagaId: state.id, version, step };
     }
@@ -369,28 +363,6 @@ export class SagaRuntime {
       timersCancelled: report.timersCancelled,
       messagesSent: plan.outbox.length,
     });
-  }
-
-  /** Writes `plan`; a failure becomes a {@link RetryableConflict} or a {@link SagaError}. */
-  private async write(em: EntityManager, plan: UnitOfWorkPlan, target: SagaRowTarget): Promise<WriteReport> {
-    try {
-      return await writePlan(em, plan, target);
-    } catch (error) {
-      if (error instanceof StaleTimer) throw error;
-      const failure = error instanceof StatementFailure ? error : undefined;
-      // A racing start message or timer name surfaces as a unique violation; retried, the re-read sees the winner.
-      if (error instanceof VersionConflict || isConflict(failure?.cause, failure?.operation === 'insert')) {
-        throw new RetryableConflict(plan.sagaId, failure?.cause ?? error);
-      }
-      const cause = failure?.cause ?? error;
-      if (cause instanceof SagaError) throw cause;
-      throw new SagaPersistenceError(
-        'PERSISTENCE_FAILED',
-        `Saga ${plan.sagaType}/${plan.sagaId}: writing the effects of '${plan.messageType}' failed and was rolled back, so nothing of it was written: ${(cause as Error)?.message ?? cause}`,
-        { sagaType: plan.sagaType, sagaId: plan.sagaId, messageType: plan.messageType },
-        { cause },
-      );
-    }
   }
 
   private result(
@@ -423,26 +395,6 @@ const NO_EFFECTS = { changed: false, completed: false, timersScheduled: 0, timer
 /** A timer retired because its saga is gone or completed: a lost claim means another unit of work already did. */
 function ignoreStale(error: unknown): void {
   if (!(error instanceof StaleTimer)) throw error;
-}
-
-/** A conflict worth re-running the unit of work for. */
-class RetryableConflict extends Error {
-  constructor(
-    readonly sagaId: string | undefined,
-    override readonly cause: unknown,
-  ) {
-    super('concurrency conflict');
-  }
-}
-
-function isConflict(error: unknown, inserting: boolean): boolean {
-  return (
-    error instanceof OptimisticLockError ||
-    error instanceof DeadlockException ||
-    error instanceof LockWaitTimeoutException ||
-    // A racing start message or timer name: the re-read finds the other unit's row.
-    (inserting && error instanceof UniqueConstraintViolationException)
-  );
 }
 
 function sleepWithJitter(attempt: number, options: ResolvedSagaRuntimeOptions['concurrency']): Promise<void> {

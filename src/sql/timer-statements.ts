@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/core';
 import type { TimerOutcome } from '../entities/dispatch-states.js';
-import { placeholders, runStatement } from './sql-executor.js';
+import { placeholders, queryRows, runStatement } from './sql-executor.js';
 
 /** The columns of a timer written by a unit of work. */
 export interface TimerWrite {
@@ -119,4 +119,19 @@ export function stampTimer(em: EntityManager, timerId: string, token: string, ou
      where "id" = ? and "token" = ? and "dispatched_at" is null`,
     [now, outcome, timerId, token],
   );
+}
+
+/** How many of the named timers of one saga instance are pending now (to tell a race from a duplicate in one plan). */
+export async function countPendingTimersNamed(
+  em: EntityManager,
+  sagaType: string,
+  sagaId: string,
+  names: readonly string[],
+): Promise<number> {
+  const rows = await queryRows<{ n: number | string }>(
+    em,
+    `select count(*) as "n" from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null and "name" in (${placeholders(names.length)})`,
+    [sagaType, sagaId, ...names],
+  );
+  return Number(rows[0]?.n ?? 0);
 }

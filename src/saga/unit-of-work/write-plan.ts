@@ -14,7 +14,7 @@ import {
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
 
 /** What a statement does, for error messages: never its SQL or parameters. */
-export type StatementOperation = 'read' | 'insert' | 'update' | 'delete' | 'commit';
+export type StatementOperation = 'read' | 'begin' | 'insert' | 'update' | 'delete' | 'commit';
 
 /** One statement of a plan, named by what it does to which table. */
 export interface PlannedStatement {
@@ -30,12 +30,15 @@ export class VersionConflict extends Error {}
 /** The timer being delivered lost its claim (cancelled, replaced or fired meanwhile). */
 export class StaleTimer extends Error {}
 
-/** A statement (or the commit) failed; `cause` is the driver's error. */
+/** A statement (or BEGIN, or COMMIT) failed; `cause` is the driver's error. */
 export class StatementFailure extends Error {
   constructor(
     readonly operation: StatementOperation,
+    /** The table the statement touched; undefined for BEGIN and COMMIT. */
     readonly table: string | undefined,
     override readonly cause: unknown,
+    /** How long the statement ran before it failed, in milliseconds. */
+    readonly elapsedMs: number,
   ) {
     super(`${operation} ${table ?? ''} failed`);
   }
@@ -96,13 +99,13 @@ export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget): Plann
  */
 export async function writePlan(em: EntityManager, plan: UnitOfWorkPlan, target: SagaRowTarget): Promise<WriteReport> {
   let timersCancelled = 0;
-  await em.begin();
+  await runNamed('begin', undefined, () => em.begin());
   try {
     for (const statement of statementsOf(plan, target)) {
-      const deleted = await runNamed(statement, em);
+      const deleted = await runNamed(statement.operation, statement.table, () => statement.run(em));
       if (statement.operation === 'delete') timersCancelled += deleted;
     }
-    await runNamed({ operation: 'commit', table: '', run: () => em.commit().then(() => 0) }, em);
+    await runNamed('commit', undefined, () => em.commit());
   } catch (error) {
     await em.rollback().catch(() => undefined);
     throw error;
@@ -110,12 +113,14 @@ export async function writePlan(em: EntityManager, plan: UnitOfWorkPlan, target:
   return { timersCancelled };
 }
 
-async function runNamed(statement: PlannedStatement, em: EntityManager): Promise<number> {
+/** Runs `fn`; what it throws (other than the write phase's own signals) becomes a {@link StatementFailure}. */
+export async function runNamed<T>(operation: StatementOperation, table: string | undefined, fn: () => Promise<T>): Promise<T> {
+  const started = performance.now();
   try {
-    return await statement.run(em);
+    return await fn();
   } catch (error) {
     if (error instanceof VersionConflict || error instanceof StaleTimer || error instanceof StatementFailure) throw error;
-    throw new StatementFailure(statement.operation, statement.table || undefined, error);
+    throw new StatementFailure(operation, table, error, Math.round(performance.now() - started));
   }
 }
 

@@ -1,0 +1,250 @@
+import {
+  ConnectionException,
+  DeadlockException,
+  DriverException,
+  type EntityManager,
+  type EntityMetadata,
+  InvalidFieldNameException,
+  LockWaitTimeoutException,
+  OptimisticLockError,
+  ReferenceKind,
+  ServerException,
+  TableNotFoundException,
+  UniqueConstraintViolationException,
+} from '@mikro-orm/core';
+import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
+import { SagaError, SagaPersistenceError, SagaSchemaError } from '../../errors.js';
+import { queryRows } from '../../sql/sql-executor.js';
+import { countPendingTimersNamed } from '../../sql/timer-statements.js';
+import type { RegisteredSaga } from '../registered-saga.js';
+import { StatementFailure, VersionConflict } from './write-plan.js';
+
+/** A conflict worth re-running the unit of work for: another unit of work committed first. */
+export class RetryableConflict extends Error {
+  constructor(
+    readonly sagaId: string | undefined,
+    override readonly cause: unknown,
+  ) {
+    super('concurrency conflict');
+  }
+}
+
+/** What the runtime knows about the unit of work that failed. */
+export interface FailureContext {
+  /** The runtime's EntityManager; probes run on fresh forks of it, after the rollback. */
+  readonly em: EntityManager;
+  readonly dialect: DialectAdapter;
+  readonly saga: RegisteredSaga;
+  readonly messageType: string;
+  readonly sagaId: string | undefined;
+  /** Set when the unit of work inserted a new instance with this correlation value. */
+  readonly startedWith: { readonly value: unknown } | undefined;
+  /** Names of the timers the unit of work inserted or replaced. */
+  readonly timerNames: readonly string[];
+}
+
+/**
+ * Turns what a unit of work threw into a {@link RetryableConflict} (only for real races) or a typed
+ * {@link SagaError} whose message names the operation, table and constraint, never SQL or values (the
+ * driver's error stays as `cause`). Runs after the rollback; may read the database to tell a race from a
+ * deterministic duplicate, or a missing table from a missing column.
+ */
+export async function classifyFailure(error: unknown, context: FailureContext): Promise<RetryableConflict | SagaError> {
+  if (error instanceof SagaError) return error;
+  if (error instanceof VersionConflict) return new RetryableConflict(context.sagaId, error);
+  if (!(error instanceof StatementFailure)) return persistenceFailed(context, 'handling', undefined, error, describe(error));
+  const cause = driverErrorOf(error, context.em);
+  if (cause instanceof SagaError) return cause;
+  if (error.operation === 'commit' && context.dialect.commitCanFailAfterApplying && !(cause instanceof ServerException)) {
+    return commitOutcomeUnknown(context, cause);
+  }
+  if (cause instanceof OptimisticLockError || cause instanceof DeadlockException || cause instanceof LockWaitTimeoutException) {
+    return new RetryableConflict(context.sagaId, cause);
+  }
+  if (cause instanceof UniqueConstraintViolationException) {
+    if (await isRace(error, context)) return new RetryableConflict(context.sagaId, cause);
+    return uniqueViolation(context, error, cause);
+  }
+  if (cause instanceof TableNotFoundException || cause instanceof InvalidFieldNameException) {
+    return schemaInvalid(context, error, cause, await missingColumns(context.em, error.table));
+  }
+  if (cause instanceof ConnectionException || (cause instanceof DriverException && !(cause instanceof ServerException))) {
+    if (!(await reachable(context.em))) return unreachable(context, error, cause);
+    // Drivers do not classify every schema error (SQLite: "table x has no column named y"): look at the table.
+    const missing = await missingColumns(context.em, error.table);
+    if (missing === 'table' || (missing && missing.length > 0)) return schemaInvalid(context, error, cause, missing);
+  }
+  return persistenceFailed(context, error.operation, error.table, cause, describe(cause));
+}
+
+/** BEGIN and COMMIT errors come from knex unconverted: ask MikroORM's driver for its exception class. */
+function driverErrorOf(failure: StatementFailure, em: EntityManager): unknown {
+  const cause = failure.cause;
+  if (cause instanceof DriverException || cause instanceof SagaError || cause instanceof OptimisticLockError) return cause;
+  if (failure.operation !== 'begin' && failure.operation !== 'commit') return cause;
+  return cause instanceof Error ? em.getDriver().convertException(cause) : cause;
+}
+
+/**
+ * A unique violation is a race when re-reading would see another unit of work's row: the instance a racing
+ * start message inserted, or a pending timer of one of our names. Anything else fails the same way on every
+ * retry (a unique business column, two names of one plan that collide once stored).
+ */
+async function isRace(failure: StatementFailure, context: FailureContext): Promise<boolean> {
+  if (failure.operation !== 'insert') return false;
+  const em = context.em.fork({ clear: true });
+  const { definition, meta } = context.saga;
+  try {
+    if (failure.table === meta.tableName && context.startedWith) {
+      const where = { [definition.correlationProperty]: context.startedWith.value };
+      return (await em.count(definition.state, where as never)) > 0;
+    }
+    if (failure.table === 'saga_timer' && context.sagaId && context.timerNames.length > 0) {
+      return (await countPendingTimersNamed(em, definition.name, context.sagaId, context.timerNames)) > 0;
+    }
+  } catch {
+    // The probe failing says nothing about a race; report the violation itself.
+  }
+  return false;
+}
+
+function subject(context: FailureContext): string {
+  return `Saga ${context.saga.definition.name}${context.sagaId ? `/${context.sagaId}` : ''}`;
+}
+
+function details(context: FailureContext, extra: Record<string, unknown> = {}) {
+  return { sagaType: context.saga.definition.name, sagaId: context.sagaId, messageType: context.messageType, ...extra };
+}
+
+/** "insert on saga_timer", "COMMIT": what failed, by operation and table. */
+function what(operation: string, table: string | undefined): string {
+  if (operation === 'begin' || operation === 'commit') return operation.toUpperCase();
+  return operation === 'read' ? `reading ${table}` : `${operation} on ${table}`;
+}
+
+/** The exception's class and, when the driver reports it, the constraint: names only, never values. */
+function describe(error: unknown): string {
+  const name = error instanceof Error ? error.constructor.name : typeof error;
+  const constraint = constraintOf(error);
+  return constraint ? `${name} on constraint ${constraint}` : name;
+}
+
+/** PostgreSQL reports the violated constraint's name; MikroORM copies it onto its exception. */
+function constraintOf(error: unknown): string | undefined {
+  const constraint = (error as { constraint?: unknown } | null)?.constraint;
+  return typeof constraint === 'string' && constraint !== '' ? constraint : undefined;
+}
+
+const CAUSE_NOTE = "The driver's error is the `cause` (it may quote SQL and values: log it only where payload data may be logged).";
+
+function persistenceFailed(context: FailureContext, operation: string, table: string | undefined, cause: unknown, reason: string) {
+  const nothing =
+    operation === 'read' || operation === 'begin'
+      ? 'Nothing was written.'
+      : 'The transaction was rolled back, so nothing of it was written.';
+  return new SagaPersistenceError(
+    'PERSISTENCE_FAILED',
+    `${subject(context)}: ${what(operation, table)} failed (${reason}) while handling '${context.messageType}'. ${nothing} ${CAUSE_NOTE}`,
+    details(context, { operation, table }),
+    { cause },
+  );
+}
+
+function commitOutcomeUnknown(context: FailureContext, cause: unknown) {
+  return new SagaPersistenceError(
+    'COMMIT_OUTCOME_UNKNOWN',
+    `${subject(context)}: the connection failed while COMMIT of the effects of '${context.messageType}' was in flight (${describe(cause)}), so they may or may not have been written. Do not assume either: redeliver the message with the same message id, or read the saga's version before handling it again. ${CAUSE_NOTE}`,
+    details(context, { operation: 'commit' }),
+    { cause },
+  );
+}
+
+function uniqueViolation(context: FailureContext, failure: StatementFailure, cause: unknown) {
+  const constraint = constraintOf(cause);
+  return new SagaPersistenceError(
+    'UNIQUE_VIOLATION',
+    `${subject(context)}: ${what(failure.operation, failure.table)} violates ${constraint ? `unique constraint ${constraint}` : `a unique constraint of ${failure.table}`} while handling '${context.messageType}': another row already holds a value this unit of work writes. This is not a race that a retry would resolve. The transaction was rolled back, so nothing of it was written; change the step or the data. ${CAUSE_NOTE}`,
+    details(context, { operation: failure.operation, table: failure.table, constraint }),
+    { cause },
+  );
+}
+
+function unreachable(context: FailureContext, failure: StatementFailure, cause: unknown) {
+  const nothing = failure.operation === 'read' || failure.operation === 'begin' ? 'Nothing was written' : 'Nothing of it was committed';
+  return new SagaPersistenceError(
+    'DATABASE_UNREACHABLE',
+    `${subject(context)}: cannot reach ${databaseOf(context)} (${describe(cause)} after waiting ${failure.elapsedMs} ms, during ${what(failure.operation, failure.table)}) while handling '${context.messageType}'. ${nothing}. Check that the database runs and accepts connections there, and the host, port and timeouts of your ORM config; then handle the message again. ${CAUSE_NOTE}`,
+    details(context, { operation: failure.operation, table: failure.table, waitedMs: failure.elapsedMs }),
+    { cause },
+  );
+}
+
+/** Where the ORM connects, from its config: host, port and database, never the user or password. */
+function databaseOf(context: FailureContext): string {
+  const em = context.em;
+  if (context.dialect.name === 'sqlite') return `the SQLite database '${em.config.get('dbName')}'`;
+  const { host, port, database } = em.getConnection().getConnectionOptions();
+  return `PostgreSQL at ${host}:${port} (database '${database}')`;
+}
+
+async function reachable(em: EntityManager): Promise<boolean> {
+  return (await em.getConnection().checkConnection()).ok;
+}
+
+function schemaInvalid(context: FailureContext, failure: StatementFailure, cause: unknown, missing: Missing): SagaError {
+  const table = failure.table;
+  const problem =
+    missing === 'table'
+      ? `table ${table} does not exist`
+      : missing && missing.length > 0
+        ? `table ${table} lacks column(s) ${missing.join(', ')}`
+        : `table ${table ?? '?'} or one of its columns does not exist`;
+  const library = table === 'saga_timer' || table === 'saga_outbox';
+  const entity = table === undefined ? undefined : entityOf(context.em, table);
+  const fix = library
+    ? "run the library's migrations (SAGA_MIGRATIONS from 'mikro-orm-saga/migrations'), or with SAGA_ENTITIES in your entities generate and run your own: `npx mikro-orm migration:create` then `npx mikro-orm migration:up` (docs/migrations.md)"
+    : `generate and run a migration for ${entity?.className ?? 'the saga state entity'}: \`npx mikro-orm migration:create\` then \`npx mikro-orm migration:up\` (docs/migrations.md)`;
+  return new SagaSchemaError(
+    'SCHEMA_INVALID',
+    `${subject(context)}: ${problem} (${what(failure.operation, table)} for '${context.messageType}' failed); nothing was written. Create it: ${fix}.`,
+    details(context, { operation: failure.operation, table, missingColumns: Array.isArray(missing) ? missing : undefined }),
+    { cause },
+  );
+}
+
+/** What a table lacks: 'table' when it is missing, else its missing columns; undefined when unknown. */
+type Missing = 'table' | string[] | undefined;
+
+function entityOf(em: EntityManager, table: string): EntityMetadata | undefined {
+  return Object.values(em.getMetadata().getAll()).find((m) => m.tableName === table && !m.abstract);
+}
+
+/** Which of its entity's columns `table` lacks ('table' when the table itself is missing), by selecting each. */
+async function missingColumns(root: EntityManager, tableName: string | undefined): Promise<Missing> {
+  const meta = tableName === undefined ? undefined : entityOf(root, tableName);
+  if (!meta) return undefined;
+  const em = root.fork({ clear: true });
+  const platform = em.getPlatform();
+  const table = platform.quoteIdentifier(meta.schema ? `${meta.schema}.${meta.tableName}` : meta.tableName);
+  const select = (columns: string) => queryRows(em, `select ${columns} from ${table} where 1 = 0`, []);
+  try {
+    await select('1');
+  } catch (error) {
+    return error instanceof TableNotFoundException ? 'table' : undefined;
+  }
+  const missing: string[] = [];
+  const stored = Object.values(meta.properties).filter(
+    (p) =>
+      p.persist !== false &&
+      (p.kind === ReferenceKind.SCALAR || p.kind === ReferenceKind.MANY_TO_ONE || (p.kind === ReferenceKind.ONE_TO_ONE && p.owner)),
+  );
+  for (const column of stored.flatMap((p) => p.fieldNames ?? [])) {
+    try {
+      await select(platform.quoteIdentifier(column));
+    } catch (error) {
+      if (!(error instanceof InvalidFieldNameException)) return undefined;
+      missing.push(column);
+    }
+  }
+  return missing;
+}

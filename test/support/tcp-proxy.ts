@@ -1,0 +1,92 @@
+import { connect, createServer, type Server, type Socket } from 'node:net';
+
+/** What the proxy does to the next COMMIT a client sends. */
+export type CommitFault =
+  /** Forward COMMIT, let the server apply it, then drop the client's connection instead of relaying the answer. */
+  | 'drop-after-commit'
+  /** Drop both connections instead of forwarding COMMIT: the server rolls the transaction back. */
+  | 'drop-before-commit';
+
+/**
+ * A TCP proxy in front of PostgreSQL that can lose the connection exactly at COMMIT, so a test reproduces
+ * "the connection dropped after COMMIT was sent" without timing luck. It reads the PostgreSQL wire protocol
+ * only far enough to spot a simple-query message whose text is COMMIT.
+ */
+export class CommitDroppingProxy {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+  private fault: CommitFault | undefined;
+  /** Resolves once the armed fault has happened. */
+  faulted: Promise<void> = Promise.resolve();
+  private markFaulted: () => void = () => undefined;
+
+  constructor(
+    private readonly targetHost: string,
+    private readonly targetPort: number,
+  ) {}
+
+  /** Starts listening on a free local port; returns it. */
+  async listen(): Promise<number> {
+    this.server = createServer((client) => this.pipe(client));
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    return (this.server.address() as { port: number }).port;
+  }
+
+  /** Applies `fault` to the next COMMIT any client sends. */
+  arm(fault: CommitFault): void {
+    this.fault = fault;
+    this.faulted = new Promise<void>((resolve) => {
+      this.markFaulted = resolve;
+    });
+  }
+
+  /** Stops listening and cuts every open connection. */
+  async close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+
+  private pipe(client: Socket): void {
+    const upstream = connect(this.targetPort, this.targetHost);
+    for (const socket of [client, upstream]) {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    }
+    let swallowAnswer = false;
+    const dropBoth = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('data', (chunk: Buffer) => {
+      const fault = this.fault;
+      if (fault && isCommit(chunk)) {
+        this.fault = undefined;
+        if (fault === 'drop-before-commit') {
+          dropBoth();
+          this.markFaulted();
+          return;
+        }
+        swallowAnswer = true;
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (swallowAnswer) {
+        // The server answered COMMIT: it is durable. The client never hears it.
+        dropBoth();
+        this.markFaulted();
+        return;
+      }
+      client.write(chunk);
+    });
+    client.on('error', dropBoth);
+    upstream.on('error', dropBoth);
+    client.on('close', () => upstream.end());
+    upstream.on('close', () => client.destroy());
+  }
+}
+
+/** A simple-query message ('Q', int32 length, text) whose text is COMMIT. */
+function isCommit(chunk: Buffer): boolean {
+  return chunk[0] === 0x51 && /^\s*commit\b/i.test(chunk.toString('utf8', 5, Math.min(chunk.length, 64)));
+}
