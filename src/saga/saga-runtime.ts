@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { EntityManager } from '@mikro-orm/core';
+import { type EntityManager, ReferenceKind } from '@mikro-orm/core';
 import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import { getCorrelationId } from '../correlation/correlation-context.js';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
@@ -252,8 +252,15 @@ export class SagaRuntime {
         `Saga ${definition.name}: correlation property ${className}.${property!.name} is not unique, so two start messages could create two instances: declare it with @Property({ unique: true }).`,
       );
     }
-    if (definition.stepProperty !== undefined && !meta!.properties[definition.stepProperty]) {
-      fail(`Saga ${definition.name}: ${className} has no property '${definition.stepProperty}' (stepProperty).`);
+    if (definition.stepProperty !== undefined) {
+      const step = meta!.properties[definition.stepProperty];
+      if (!step) fail(`Saga ${definition.name}: ${className} has no property '${definition.stepProperty}' (stepProperty).`);
+      // Timers record the step as text and compare it with the stored step: only a string compares truthfully.
+      if (step!.runtimeType !== 'string' || step!.kind !== ReferenceKind.SCALAR) {
+        fail(
+          `Saga ${definition.name}: stepProperty ${className}.${definition.stepProperty} must be a string property (it is ${step!.runtimeType ?? step!.kind}): declare it with @Property({ type: 'string' }) or name another property.`,
+        );
+      }
     }
     return {
       definition,

@@ -54,13 +54,17 @@ export interface StepContext<TIn extends SagaMessage = SagaMessage, TOut extends
   readonly correlationId: string;
   /** The timer that delivered this message, or undefined for a message from outside. */
   readonly timer: FiringTimer | undefined;
-  /** Whether `complete()` was called. */
+  /**
+   * Whether the saga is completed at this point of the step: true when it was completed before the step
+   * (a message the definition handles after completion) or `complete()` was called, false after `reopen()`.
+   */
   readonly completed: boolean;
   /**
    * Schedules the timer `name` to deliver `message` to this instance after `when` (a {@link Duration}) or
    * at `when` (a Date). A pending timer of the same name is replaced (new due time, new token).
    * @throws SagaValidationError for an empty or over-long name, an invalid delay or date, an unknown
-   *   calendar, a message type the saga has no step for, or a payload that does not round-trip JSON.
+   *   calendar, a message type the saga has no step for, or a payload that does not round-trip JSON;
+   *   `SAGA_COMPLETED` when the saga was completed before this step and the step has not called `reopen()`.
    */
   schedule(name: string, when: Duration | Date, message: TIn, options?: ScheduleOptions): void;
   /** Cancels the pending timer `name`, if any. */
@@ -69,8 +73,30 @@ export interface StepContext<TIn extends SagaMessage = SagaMessage, TOut extends
   cancelAll(): void;
   /** Writes `message` to the outbox, committed with the state change and relayed at least once. */
   send(message: TOut, options?: SendOptions): void;
-  /** Completes the saga (soft: the row stays). Pending timers are removed and new ones discarded. */
+  /**
+   * Completes the saga (soft: the row stays). Every pending timer is removed, and the timers this step
+   * scheduled are discarded, in the same unit of work.
+   */
   complete(): void;
+  /**
+   * Reopens a completed saga: `completed_at` is cleared in this unit of work (the version is bumped), so the
+   * saga is active again and timers scheduled after this call are kept (e.g. a refund deadline after a
+   * cancellation). Only messages the definition handles after completion (`handleCompleted`) reach a completed
+   * saga. No effect on an active saga; a later `complete()` in the same step completes it again.
+   */
+  reopen(): void;
+}
+
+/** The facts of one unit of work a step context exposes. */
+export interface StepContextFacts {
+  readonly sagaType: string;
+  readonly sagaId: string;
+  readonly isNew: boolean;
+  readonly now: Date;
+  readonly correlationId: string;
+  readonly timer: FiringTimer | undefined;
+  /** Whether the saga was completed before the step. */
+  readonly completed: boolean;
 }
 
 /** Settings the runtime resolves once and hands to every context. */
@@ -85,26 +111,45 @@ export interface StepContextSettings {
 export class RecordingStepContext implements StepContext<SagaMessage, SagaMessage> {
   readonly timers = new TimerPlan();
   readonly outgoing: OutgoingMessage[] = [];
-  private completeRequested = false;
+  readonly sagaType: string;
+  readonly sagaId: string;
+  readonly isNew: boolean;
+  readonly now: Date;
+  readonly correlationId: string;
+  readonly timer: FiringTimer | undefined;
+  private readonly completedBefore: boolean;
+  private isCompleted: boolean;
   private closed = false;
 
   constructor(
-    readonly sagaType: string,
-    readonly sagaId: string,
-    readonly isNew: boolean,
-    readonly now: Date,
-    readonly correlationId: string,
-    readonly timer: FiringTimer | undefined,
+    facts: StepContextFacts,
     private readonly settings: StepContextSettings,
-  ) {}
+  ) {
+    this.sagaType = facts.sagaType;
+    this.sagaId = facts.sagaId;
+    this.isNew = facts.isNew;
+    this.now = facts.now;
+    this.correlationId = facts.correlationId;
+    this.timer = facts.timer;
+    this.completedBefore = facts.completed;
+    this.isCompleted = facts.completed;
+  }
 
   get completed(): boolean {
-    return this.completeRequested;
+    return this.isCompleted;
   }
 
   schedule(name: string, when: Duration | Date, message: SagaMessage, options: ScheduleOptions = {}): void {
     this.assertOpen();
     const details = this.details({ timerName: name });
+    if (this.completedBefore && this.isCompleted) {
+      // Discarding it silently would lose a deadline (the article's refund after a cancellation).
+      throw new SagaValidationError(
+        'SAGA_COMPLETED',
+        `Timer '${name}' was scheduled by a step of saga ${this.sagaType}/${this.sagaId}, which is completed: a completed saga keeps no timers. Call ctx.reopen() before ctx.schedule() to make the saga active again, or do not schedule here.`,
+        details,
+      );
+    }
     if (typeof name !== 'string' || name.trim() === '' || name.length > COLUMN_LIMITS.timerName) {
       throw new SagaValidationError(
         'TIMER_NAME_INVALID',
@@ -196,7 +241,12 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
 
   complete(): void {
     this.assertOpen();
-    this.completeRequested = true;
+    this.isCompleted = true;
+  }
+
+  reopen(): void {
+    this.assertOpen();
+    this.isCompleted = false;
   }
 
   /** Ends the context: the step has returned, later calls are refused. */

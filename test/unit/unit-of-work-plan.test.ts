@@ -13,12 +13,23 @@ const now = new Date('2026-01-01T00:00:00Z');
 const meta = { tableName: 'order_saga' } as EntityMetadata;
 
 function input(overrides: { isNew?: boolean; changed?: boolean; step?: string; completed?: boolean; completedBefore?: boolean } = {}) {
-  const ctx = new RecordingStepContext('order', 'saga-1', overrides.isNew ?? false, now, 'c'.repeat(300), undefined, {
-    calendars: new Map(),
-    maxPayloadBytes: 1000,
-    knownMessageTypes: new Set(['Tick']),
-    stepScopedByDefault: true,
-  });
+  const ctx = new RecordingStepContext(
+    {
+      sagaType: 'order',
+      sagaId: 'saga-1',
+      isNew: overrides.isNew ?? false,
+      now,
+      correlationId: 'c'.repeat(300),
+      timer: undefined,
+      completed: false,
+    },
+    {
+      calendars: new Map(),
+      maxPayloadBytes: 1000,
+      knownMessageTypes: new Set(['Tick']),
+      stepScopedByDefault: true,
+    },
+  );
   const instance: LoadedInstance = {
     kind: 'loaded',
     state: { id: 'saga-1' } as SagaState,

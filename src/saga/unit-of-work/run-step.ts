@@ -1,4 +1,6 @@
 import type { EntityManager } from '@mikro-orm/core';
+import type { SagaState } from '../../entities/saga-state.js';
+import { SagaValidationError } from '../../errors.js';
 import type { SagaMessage } from '../define-saga.js';
 import { type RegisteredSaga, readStep } from '../registered-saga.js';
 import { type FiringTimer, RecordingStepContext } from '../step-context.js';
@@ -37,22 +39,18 @@ export async function runStep(
 ): Promise<StepRun> {
   const { definition } = saga;
   const { state } = instance;
-  const ctx = new RecordingStepContext(
-    definition.name,
-    state.id,
-    instance.isNew,
-    input.now,
-    input.correlationId,
-    input.timer,
-    saga.settings,
-  );
+  const facts = { sagaType: definition.name, sagaId: state.id, isNew: instance.isNew, completed: instance.before.completed };
+  const ctx = new RecordingStepContext({ ...facts, ...input }, saga.settings);
   const step = definition.steps.get(message.type)!;
+  const owned = runtimeColumnsOf(state);
   try {
     await step(state, message, ctx);
   } finally {
     ctx.close();
   }
+  assertRuntimeColumnsUnchanged(definition.name, state, owned);
   if (ctx.completed && !state.completedAt) state.completedAt = input.now;
+  if (!ctx.completed && state.completedAt) state.completedAt = null; // reopened
   const uow = em.getUnitOfWork();
   uow.computeChangeSets();
   return {
@@ -61,4 +59,30 @@ export async function runStep(
     completed: state.completedAt !== null,
     step: readStep(state, definition.stepProperty),
   };
+}
+
+/** The columns the runtime owns: a step may read them, never change them (a new `id` would orphan the timers). */
+export const RUNTIME_COLUMNS = ['id', 'version', 'createdAt', 'updatedAt', 'completedAt'] as const;
+
+type RuntimeColumnValues = Record<(typeof RUNTIME_COLUMNS)[number], unknown>;
+
+/** Comparable values: a Date is read as its time, so changing it in place (`setTime`) counts as a change. */
+function runtimeColumnsOf(state: SagaState): RuntimeColumnValues {
+  const values = {} as RuntimeColumnValues;
+  for (const column of RUNTIME_COLUMNS) {
+    const value: unknown = state[column];
+    values[column] = value instanceof Date ? value.getTime() : value;
+  }
+  return values;
+}
+
+function assertRuntimeColumnsUnchanged(sagaType: string, state: SagaState, before: RuntimeColumnValues): void {
+  const after = runtimeColumnsOf(state);
+  const changed = RUNTIME_COLUMNS.filter((column) => !Object.is(before[column], after[column]));
+  if (changed.length === 0) return;
+  throw new SagaValidationError(
+    'STATE_COLUMN_READONLY',
+    `A step of saga ${sagaType}/${String(before.id)} changed ${changed.join(', ')}, which the runtime owns; nothing was written. Keep your data in your own properties, and complete the saga with ctx.complete() (reopen it with ctx.reopen()).`,
+    { sagaType, sagaId: String(before.id), columns: changed },
+  );
 }

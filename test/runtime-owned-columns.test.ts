@@ -1,0 +1,73 @@
+// Issue 6 point 3 on every database: id, version, createdAt, updatedAt and completedAt stay the runtime's.
+import { describe, expect, it } from 'vitest';
+import { SagaRuntime, SagaValidationError } from '../src/index.js';
+import { FakeClock } from '../src/testing/index.js';
+import { ScriptedSaga, scriptedSaga, scriptedVariant } from './fixtures/scripted-saga.js';
+import { DIALECTS } from './support/databases.js';
+import { rowsOf } from './support/rows.js';
+import { uniqueKey, useDatabase } from './support/suite.js';
+
+/** Steps that each change one runtime-owned column, and send a message so a partial write would show. */
+const TAMPERING: ReadonlyArray<readonly [string, (saga: ScriptedSaga) => void]> = [
+  ['id', (saga) => void (saga.id = '00000000-0000-4000-8000-000000000000')],
+  ['version', (saga) => void (saga.version = 41)],
+  ['createdAt', (saga) => void (saga.createdAt = new Date('2001-01-01T00:00:00Z'))],
+  ['createdAt', (saga) => void saga.createdAt.setTime(0)],
+  ['updatedAt', (saga) => void (saga.updatedAt = new Date('2001-01-01T00:00:00Z'))],
+  ['completedAt', (saga) => void (saga.completedAt = new Date('2001-01-01T00:00:00Z'))],
+];
+
+for (const dialect of DIALECTS) {
+  describe(`runtime-owned columns (${dialect})`, () => {
+    const db = useDatabase(dialect, [ScriptedSaga]);
+
+    it.each(TAMPERING)('a step that changes %s on an existing saga: STATE_COLUMN_READONLY, nothing written', async (column, tamper) => {
+      const clock = new FakeClock();
+      const key = uniqueKey(`own-${column}`);
+      await new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock }).handle(scriptedSaga, { type: 'Start', key });
+      const saga = scriptedVariant('Tamper', (state, _m, ctx) => {
+        state.counter += 1;
+        tamper(state);
+        ctx.send({ type: 'Leaked' });
+      });
+      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [saga], clock });
+      clock.advance(60_000);
+      const before = await rowsOf(db().orm).saga(key);
+      const error = await runtime.handle(saga, { type: 'Tamper', key }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SagaValidationError);
+      expect(error).toMatchObject({ code: 'STATE_COLUMN_READONLY', details: { columns: [column], sagaId: before!.id } });
+      const after = await rowsOf(db().orm).saga(key);
+      expect(after).toEqual(before);
+      expect(await rowsOf(db().orm).outbox(before!.id)).toEqual([]);
+    });
+
+    it.each(TAMPERING.filter(([column]) => column !== 'id'))(
+      'the first step of a new saga that sets %s: STATE_COLUMN_READONLY, no row',
+      async (column, tamper) => {
+        const key = uniqueKey(`own-new-${column}`);
+        const saga = scriptedVariant('Begin', (state) => tamper(state));
+        const runtime = new SagaRuntime({ em: db().orm.em, sagas: [saga], clock: new FakeClock() });
+        await expect(runtime.handle(saga, { type: 'Begin', key })).rejects.toMatchObject({ code: 'STATE_COLUMN_READONLY' });
+        expect(await rowsOf(db().orm).saga(key)).toBeNull();
+      },
+    );
+
+    it('a new saga stores version 0 and createdAt/updatedAt from the clock, whatever the entity initialises', async () => {
+      const clock = new FakeClock(new Date('2030-05-05T05:05:05Z'));
+      const key = uniqueKey('own-fresh');
+      const saga = scriptedVariant('Begin', (state) => void (state.counter = 1));
+      const result = await new SagaRuntime({ em: db().orm.em, sagas: [saga], clock }).handle(saga, { type: 'Begin', key });
+      expect(result).toMatchObject({ outcome: 'started', version: 0 });
+      const row = await rowsOf(db().orm).saga(key);
+      expect(row).toMatchObject({ version: 0, counter: 1, completedAt: null, createdAt: clock.now(), updatedAt: clock.now() });
+    });
+
+    it('reading the runtime columns is fine: a step that only reads them writes as usual', async () => {
+      const key = uniqueKey('own-read');
+      const saga = scriptedVariant('Begin', (state) => void (state.log = `${state.version}@${state.createdAt.toISOString()}`));
+      const clock = new FakeClock();
+      await new SagaRuntime({ em: db().orm.em, sagas: [saga], clock }).handle(saga, { type: 'Begin', key });
+      expect(await rowsOf(db().orm).saga(key)).toMatchObject({ log: `0@${clock.now().toISOString()}` });
+    });
+  });
+}
