@@ -9,12 +9,37 @@ import { uniqueKey, useDatabase } from './support/suite.js';
 
 /** Steps that each change one runtime-owned column, and send a message so a partial write would show. */
 const TAMPERING: ReadonlyArray<readonly [string, (saga: ScriptedSaga) => void]> = [
-  ['id', (saga) => void (saga.id = '00000000-0000-4000-8000-000000000000')],
-  ['version', (saga) => void (saga.version = 41)],
-  ['createdAt', (saga) => void (saga.createdAt = new Date('2001-01-01T00:00:00Z'))],
+  [
+    'id',
+    (saga) => {
+      saga.id = '00000000-0000-4000-8000-000000000000';
+    },
+  ],
+  [
+    'version',
+    (saga) => {
+      saga.version = 41;
+    },
+  ],
+  [
+    'createdAt',
+    (saga) => {
+      saga.createdAt = new Date('2001-01-01T00:00:00Z');
+    },
+  ],
   ['createdAt', (saga) => void saga.createdAt.setTime(0)],
-  ['updatedAt', (saga) => void (saga.updatedAt = new Date('2001-01-01T00:00:00Z'))],
-  ['completedAt', (saga) => void (saga.completedAt = new Date('2001-01-01T00:00:00Z'))],
+  [
+    'updatedAt',
+    (saga) => {
+      saga.updatedAt = new Date('2001-01-01T00:00:00Z');
+    },
+  ],
+  [
+    'completedAt',
+    (saga) => {
+      saga.completedAt = new Date('2001-01-01T00:00:00Z');
+    },
+  ],
 ];
 
 for (const dialect of DIALECTS) {
@@ -55,7 +80,9 @@ for (const dialect of DIALECTS) {
     it('a new saga stores version 0 and createdAt/updatedAt from the clock, whatever the entity initialises', async () => {
       const clock = new FakeClock(new Date('2030-05-05T05:05:05Z'));
       const key = uniqueKey('own-fresh');
-      const saga = scriptedVariant('Begin', (state) => void (state.counter = 1));
+      const saga = scriptedVariant('Begin', (state) => {
+        state.counter = 1;
+      });
       const result = await new SagaRuntime({ em: db().orm.em, sagas: [saga], clock }).handle(saga, { type: 'Begin', key });
       expect(result).toMatchObject({ outcome: 'started', version: 0 });
       const row = await rowsOf(db().orm).saga(key);
@@ -64,7 +91,9 @@ for (const dialect of DIALECTS) {
 
     it('reading the runtime columns is fine: a step that only reads them writes as usual', async () => {
       const key = uniqueKey('own-read');
-      const saga = scriptedVariant('Begin', (state) => void (state.log = `${state.version}@${state.createdAt.toISOString()}`));
+      const saga = scriptedVariant('Begin', (state) => {
+        state.log = `${state.version}@${state.createdAt.toISOString()}`;
+      });
       const clock = new FakeClock();
       await new SagaRuntime({ em: db().orm.em, sagas: [saga], clock }).handle(saga, { type: 'Begin', key });
       expect(await rowsOf(db().orm).saga(key)).toMatchObject({ log: `0@${clock.now().toISOString()}` });
