@@ -237,9 +237,10 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     try {
       const result = await this.withTimeout(() => this.options.runtime.deliverTimer(timer), timer.correlationId);
+      // The runtime counts stale and discarded deliveries (saga.timeout.stale / .discarded); counted here too, a
+      // stale firing added 2.
       if (result.outcome === 'stale' || result.outcome === 'ignored') {
         counts.stale++;
-        this.metrics.add('timersStale', timer.sagaType);
       } else {
         counts.fired++;
         this.metrics.add('timersFired', timer.sagaType);

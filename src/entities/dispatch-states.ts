@@ -6,6 +6,11 @@ export const TIMER_OUTCOMES = {
   MISSED: 'missed',
   /** Retired after `maxAttempts` failed deliveries; kept for an operator to look at. */
   DEAD_LETTERED: 'dead_lettered',
+  /**
+   * Delivered to a saga that no longer exists, or is completed and does not handle the timer's message after
+   * completion: taken out of the pending set without running a step (counted as `saga.timeout.discarded`).
+   */
+  DISCARDED: 'discarded',
 } as const;
 /** How a timer left the pending set. */
 export type TimerOutcome = (typeof TIMER_OUTCOMES)[keyof typeof TIMER_OUTCOMES];

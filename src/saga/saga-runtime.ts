@@ -280,7 +280,7 @@ export class SagaRuntime {
     for (let attempt = 1; ; attempt++) {
       try {
         const result = await this.attempt(saga, message, target, correlationId, attempt, conflicts);
-        this.count(result);
+        this.count(result, target.kind === 'timer');
         try {
           this.options.onHandled?.({ message, result, timer: target.kind === 'timer' ? target.timer : undefined });
         } catch {
@@ -382,8 +382,9 @@ export class SagaRuntime {
     return { ...base, ...effects, outcome, sagaId: state.id, version: state.version, step: readStep(state, saga.definition.stepProperty) };
   }
 
-  private count(result: HandleResult): void {
+  private count(result: HandleResult, timerDelivery: boolean): void {
     const type = result.sagaType;
+    if (timerDelivery && result.outcome === HANDLE_OUTCOMES.IGNORED) this.metrics.add('timersDiscarded', type);
     if (result.outcome === HANDLE_OUTCOMES.STARTED) this.metrics.add('started', type);
     if (result.outcome === HANDLE_OUTCOMES.HANDLED) this.metrics.add('handled', type);
     if (result.reason === IGNORE_REASONS.NO_INSTANCE) this.metrics.add('ignoredNoInstance', type);

@@ -3,7 +3,11 @@ import { type Counter, metrics } from '@opentelemetry/api';
 /** Name of the OpenTelemetry meter (and tracer) the library reports on. */
 export const TELEMETRY_SCOPE = 'mikro-orm-saga';
 
-/** Every counter the library keeps, with its OpenTelemetry instrument name. */
+/**
+ * Every counter the library keeps, with its OpenTelemetry instrument name. Each event is counted in one place:
+ * what a unit of work decides (started, handled, ignored, completed, stale and discarded timer deliveries, ...) by
+ * the runtime; what a dispatcher decides (fired, missed, failed, dead-lettered, published) by the dispatcher.
+ */
 export const SAGA_COUNTERS = {
   started: 'saga.started',
   handled: 'saga.handled',
@@ -15,6 +19,7 @@ export const SAGA_COUNTERS = {
   timersCancelled: 'saga.timeout.canceled',
   timersFired: 'saga.timeout.fired',
   timersStale: 'saga.timeout.stale',
+  timersDiscarded: 'saga.timeout.discarded',
   timersMissed: 'saga.timeout.missed',
   timersFailed: 'saga.timeout.failed',
   timersDeadLettered: 'saga.timeout.dead_lettered',

@@ -85,7 +85,7 @@ export function planWrites(input: PlanInput): UnitOfWorkPlan | undefined {
 
 /**
  * The plan of a timer delivered to a saga that is gone or completed: only take the timer out of the
- * pending set (token-checked), so it is not delivered again.
+ * pending set, stamped `discarded` (token-checked), so it is not delivered again.
  */
 export function planTimerRetirement(timer: TimerDelivery, messageType: string, now: Date): UnitOfWorkPlan {
   return {
@@ -93,7 +93,7 @@ export function planTimerRetirement(timer: TimerDelivery, messageType: string, n
     sagaId: timer.sagaId,
     messageType,
     sagaRow: { kind: 'none' },
-    timerStamp: { id: timer.id, token: timer.token, outcome: TIMER_OUTCOMES.FIRED, at: now },
+    timerStamp: { id: timer.id, token: timer.token, outcome: TIMER_OUTCOMES.DISCARDED, at: now },
     timerDeletes: NO_TIMER_DELETES,
     timers: [],
     replaceTimers: false,
