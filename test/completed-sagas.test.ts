@@ -131,6 +131,31 @@ for (const dialect of DIALECTS) {
       expect(late).toMatchObject({ outcome: 'handled', completed: true, changed: false });
     });
 
+    it('reopen() then complete() in one step leaves the saga completed and discards what it scheduled: nothing written', async () => {
+      const saga = defineSaga<RefundSaga, RefundMessage>({
+        ...refundSagaInput(),
+        handleCompleted: true,
+        steps: {
+          OrderPlaced(_s, _m, ctx) {
+            ctx.complete();
+          },
+          OrderCancelled(s, _m, ctx) {
+            ctx.reopen();
+            ctx.schedule('late', { hours: 1 }, { type: 'OrderPlaced', orderId: s.orderId });
+            ctx.complete();
+          },
+        },
+      });
+      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [saga], clock: new FakeClock() });
+      const orderId = uniqueKey('order');
+      await runtime.handle(saga, { type: 'OrderPlaced', orderId });
+      const before = await row(orderId);
+      const result = await runtime.handle(saga, { type: 'OrderCancelled', orderId });
+      expect(result).toMatchObject({ completed: true, changed: false, timersScheduled: 0 });
+      expect(await row(orderId)).toEqual(before);
+      expect(await rowsOf(db().orm).timers({ sagaId: before!.id })).toEqual([]);
+    });
+
     it('stepProperty must name a string property: SagaDefinitionError at registration', () => {
       const saga = defineSaga<RefundSaga, RefundMessage>({ ...refundSagaInput(), stepProperty: 'createdAt' });
       expect(() => new SagaRuntime({ em: db().orm.em, sagas: [saga] })).toThrow(SagaDefinitionError);
