@@ -105,6 +105,8 @@ for (const dialect of DIALECTS) {
       const pass = await dispatcher.runOnce();
       expect(pass.timers).toMatchObject({ fired: 1 });
       expect(await row(orderId)).toMatchObject({ status: 'RefundOverdue', completedAt: clock.now() });
+      // Completed twice (cancelled, then refund overdue), each counted once; the reopening message is not a completion.
+      expect(runtime.stats().completed).toBe(2);
     });
 
     it('ctx.completed is true inside a step of a saga completed before it, and after complete() in the step', async () => {

@@ -66,6 +66,8 @@ for (const dialect of DIALECTS) {
         const late = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'note', text: 'late' }] });
         expect(late).toMatchObject({ outcome: 'handled', version: 1, completed: true });
         expect(await rows.saga(key)).toMatchObject({ counter: 0, log: 'started;late;', version: 1 });
+        // Regression: the late message changed a completed saga; it did not complete it again.
+        expect(runtime.stats().completed).toBe(1);
       });
 
       it('concurrent start messages for one key leave exactly one row', async () => {

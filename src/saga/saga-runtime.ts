@@ -363,6 +363,9 @@ export class SagaRuntime {
       const { version, step } = instance.before;
       return { ...base, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.STALE, sagaId: state.id, version, step };
     }
+    // Counted here, where it is known that this unit of work completed the saga (a late message handled on a
+    // completed saga changes it too, and must not count it again).
+    if (run.completed && !instance.before.completed) this.metrics.add('completed', definition.name);
     return this.result(instance.isNew ? HANDLE_OUTCOMES.STARTED : HANDLE_OUTCOMES.HANDLED, base, state, saga, {
       changed: run.changed,
       completed: run.completed,
@@ -390,7 +393,6 @@ export class SagaRuntime {
     if (result.reason === IGNORE_REASONS.NO_INSTANCE) this.metrics.add('ignoredNoInstance', type);
     if (result.reason === IGNORE_REASONS.COMPLETED) this.metrics.add('ignoredCompleted', type);
     if (result.outcome === HANDLE_OUTCOMES.STALE) this.metrics.add('timersStale', type);
-    if (result.completed && result.changed) this.metrics.add('completed', type);
     this.metrics.add('timersScheduled', type, result.timersScheduled);
     this.metrics.add('timersCancelled', type, result.timersCancelled);
     this.metrics.add('messagesSent', type, result.messagesSent);
