@@ -5,8 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { defineSaga, SagaPersistenceError, SagaRuntime, SagaSchemaError, SagaState } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
-import { createTestDatabase, DIALECTS } from './support/databases.js';
-import { rowsOf } from './support/rows.js';
+import { createTestDatabase, DIALECTS, type TestDatabase } from './support/databases.js';
+import { refuseInserts, rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
 /** A saga with a second unique business column: a duplicate there is no race. */
@@ -85,16 +85,7 @@ for (const dialect of DIALECTS) {
       const { runtime, rows } = setup();
       const key = uniqueKey('leak');
       const started = await runtime.handle(scriptedSaga, { type: 'Start', key });
-      const conn = db().orm.em.getConnection();
-      if (dialect === 'postgresql') {
-        await conn.execute(`create or replace function refuse_outbox() returns trigger as $$
-          begin if new.message_type = 'Refused' then raise exception 'outbox write refused'; end if; return new; end $$ language plpgsql`);
-        await conn.execute('create trigger refuse_outbox before insert on saga_outbox for each row execute function refuse_outbox()');
-      } else {
-        await conn.execute(
-          "create trigger refuse_outbox before insert on saga_outbox when new.message_type = 'Refused' begin select raise(abort, 'outbox write refused'); end",
-        );
-      }
+      const allowInserts = await refuseInserts(db().orm, 'saga_outbox', 'message_type', 'Refused');
       try {
         const payload = { type: 'Refused', card: SECRET, blob: 'x'.repeat(60_000) };
         const error = await runtime
@@ -111,44 +102,43 @@ for (const dialect of DIALECTS) {
         expect(await rows.saga(key)).toMatchObject({ version: 0, counter: 0 });
         expect(await rows.outbox(started.sagaId!)).toEqual([]);
       } finally {
-        await conn.execute(dialect === 'postgresql' ? 'drop trigger refuse_outbox on saga_outbox' : 'drop trigger refuse_outbox');
+        await allowInserts();
       }
     });
 
     describe('a missing table or column is SCHEMA_INVALID, naming it and the command that creates it', () => {
-      it('the saga table is missing: the initial read fails typed', async () => {
+      /** A database of its own, broken by `ddl`, and a runtime on it. */
+      const brokenDatabase = async (test: (runtime: SagaRuntime, scratch: TestDatabase) => Promise<void>, ddl?: string) => {
         const scratch = await createTestDatabase(dialect, [ScriptedSaga]);
         try {
-          await scratch.orm.em.getConnection().execute('drop table scripted_saga');
-          const runtime = new SagaRuntime({ em: scratch.orm.em, sagas: [scriptedSaga], clock: new FakeClock() });
+          if (ddl) await scratch.orm.em.getConnection().execute(ddl);
+          await test(new SagaRuntime({ em: scratch.orm.em, sagas: [scriptedSaga], clock: new FakeClock() }), scratch);
+        } finally {
+          await scratch.dispose();
+        }
+      };
+
+      it('the saga table is missing: the initial read fails typed', async () => {
+        await brokenDatabase(async (runtime) => {
           const error = await runtime.handle(scriptedSaga, { type: 'Start', key: 'k' }).catch((e: unknown) => e);
           expect(error).toBeInstanceOf(SagaSchemaError);
           expect(error).toMatchObject({ code: 'SCHEMA_INVALID', details: { operation: 'read', table: 'scripted_saga' } });
           expect((error as Error).message).toContain('table scripted_saga does not exist');
           expect((error as Error).message).toContain('npx mikro-orm migration:create');
           expect((error as Error).message).toContain('ScriptedSaga');
-        } finally {
-          await scratch.dispose();
-        }
+        }, 'drop table scripted_saga');
       });
 
       it('a column of the saga table is missing: named', async () => {
-        const scratch = await createTestDatabase(dialect, [ScriptedSaga]);
-        try {
-          await scratch.orm.em.getConnection().execute('alter table scripted_saga drop column counter');
-          const runtime = new SagaRuntime({ em: scratch.orm.em, sagas: [scriptedSaga], clock: new FakeClock() });
+        await brokenDatabase(async (runtime) => {
           const error = await runtime.handle(scriptedSaga, { type: 'Start', key: 'k' }).catch((e: unknown) => e);
           expect(error).toMatchObject({ code: 'SCHEMA_INVALID', details: { table: 'scripted_saga', missingColumns: ['counter'] } });
           expect((error as Error).message).toContain('lacks column(s) counter');
-        } finally {
-          await scratch.dispose();
-        }
+        }, 'alter table scripted_saga drop column counter');
       });
 
       it('saga_timer is missing: the write fails typed, names the library migrations, and the state change is rolled back', async () => {
-        const scratch = await createTestDatabase(dialect, [ScriptedSaga]);
-        try {
-          const runtime = new SagaRuntime({ em: scratch.orm.em, sagas: [scriptedSaga], clock: new FakeClock() });
+        await brokenDatabase(async (runtime, scratch) => {
           await runtime.handle(scriptedSaga, { type: 'Start', key: 'k' });
           await scratch.orm.em.getConnection().execute('drop table saga_timer');
           const error = await runtime
@@ -159,9 +149,7 @@ for (const dialect of DIALECTS) {
           expect((error as Error).message).toContain('table saga_timer does not exist');
           expect((error as Error).message).toContain('SAGA_MIGRATIONS');
           expect(await scratch.orm.em.fork().findOne(ScriptedSaga, { key: 'k' })).toMatchObject({ version: 0, counter: 0 });
-        } finally {
-          await scratch.dispose();
-        }
+        });
       });
     });
   });

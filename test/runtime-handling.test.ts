@@ -4,7 +4,7 @@ import { defineSaga, SagaPersistenceError, SagaRuntime } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
-import { rowsOf } from './support/rows.js';
+import { refuseInserts, rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
 for (const dialect of DIALECTS) {
@@ -221,18 +221,7 @@ for (const dialect of DIALECTS) {
         const { runtime, rows } = setup();
         const key = uniqueKey('explode');
         const started = await runtime.handle(scriptedSaga, { type: 'Start', key });
-        const conn = db().orm.em.getConnection();
-        if (dialect === 'postgresql') {
-          await conn.execute(`create or replace function fail_explode() returns trigger as $$
-            begin if new.name = 'explode' then raise exception 'timer write failed'; end if; return new; end $$ language plpgsql`);
-          await conn.execute(
-            'create trigger fail_explode before insert or update on saga_timer for each row execute function fail_explode()',
-          );
-        } else {
-          await conn.execute(
-            "create trigger fail_explode before insert on saga_timer when new.name = 'explode' begin select raise(abort, 'timer write failed'); end",
-          );
-        }
+        const allowInserts = await refuseInserts(db().orm, 'saga_timer', 'name', 'explode');
         const message = {
           type: 'Do' as const,
           key,
@@ -256,7 +245,7 @@ for (const dialect of DIALECTS) {
           );
           expect(await rows.saga(other)).toBeNull();
         } finally {
-          await conn.execute(dialect === 'postgresql' ? 'drop trigger fail_explode on saga_timer' : 'drop trigger fail_explode');
+          await allowInserts();
         }
         const retried = await runtime.handle(scriptedSaga, message);
         expect(retried).toMatchObject({ version: 1, timersScheduled: 1, messagesSent: 1 });

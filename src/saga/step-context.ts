@@ -87,17 +87,8 @@ export interface StepContext<TIn extends SagaMessage = SagaMessage, TOut extends
   reopen(): void;
 }
 
-/** The facts of one unit of work a step context exposes. */
-export interface StepContextFacts {
-  readonly sagaType: string;
-  readonly sagaId: string;
-  readonly isNew: boolean;
-  readonly now: Date;
-  readonly correlationId: string;
-  readonly timer: FiringTimer | undefined;
-  /** Whether the saga was completed before the step. */
-  readonly completed: boolean;
-}
+/** The facts of one unit of work a step context exposes; `completed` says whether the saga was completed before the step. */
+export type StepContextFacts = Pick<StepContext, 'sagaType' | 'sagaId' | 'isNew' | 'now' | 'correlationId' | 'timer' | 'completed'>;
 
 /** Settings the runtime resolves once and hands to every context. */
 export interface StepContextSettings {

@@ -1,4 +1,5 @@
 import type { MikroORM } from '@mikro-orm/core';
+import { dialectOf } from '../../src/dialect/dialect-adapter.js';
 import { SagaOutbox, SagaTimer } from '../../src/index.js';
 import { ScriptedSaga } from '../fixtures/scripted-saga.js';
 
@@ -14,4 +15,23 @@ export function rowsOf(orm: MikroORM) {
       em().find(SagaTimer, { dispatchedAt: null, ...(sagaId ? { sagaId } : {}) }, { orderBy: { name: 'asc' } }),
     outbox: (sagaId?: string) => em().find(SagaOutbox, sagaId ? { sagaId } : {}, { orderBy: { createdAt: 'asc', messageType: 'asc' } }),
   };
+}
+
+/**
+ * Makes the database refuse inserts into `table` whose `column` equals `value` (a trigger that raises), so a test
+ * can fail one statement of a unit of work. Returns the function that removes the trigger.
+ */
+export async function refuseInserts(orm: MikroORM, table: string, column: string, value: string): Promise<() => Promise<void>> {
+  const conn = orm.em.getConnection();
+  const name = `refuse_${table}_${column}`;
+  if (dialectOf(orm.em).name === 'postgresql') {
+    await conn.execute(`create or replace function ${name}() returns trigger as $$
+      begin if new.${column} = '${value}' then raise exception '${table} write refused'; end if; return new; end $$ language plpgsql`);
+    await conn.execute(`create trigger ${name} before insert or update on ${table} for each row execute function ${name}()`);
+    return async () => void (await conn.execute(`drop trigger ${name} on ${table}`));
+  }
+  await conn.execute(
+    `create trigger ${name} before insert on ${table} when new.${column} = '${value}' begin select raise(abort, '${table} write refused'); end`,
+  );
+  return async () => void (await conn.execute(`drop trigger ${name}`));
 }
