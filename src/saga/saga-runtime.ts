@@ -12,7 +12,7 @@ import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS } from './handle-res
 import { messageTypeOf } from './message-type-of.js';
 import { type AnySagaDefinition, type HandleTarget, type RegisteredSaga, readStep } from './registered-saga.js';
 import { classifyFailure, type FailureContext, RetryableConflict } from './unit-of-work/classify-failure.js';
-import { loadInstance } from './unit-of-work/load-instance.js';
+import { type IgnoredMessage, loadInstance } from './unit-of-work/load-instance.js';
 import { planTimerRetirement, planWrites } from './unit-of-work/plan-writes.js';
 import { runStep } from './unit-of-work/run-step.js';
 import { runNamed, StaleTimer, type WriteReport, writePlan } from './unit-of-work/write-plan.js';
@@ -326,17 +326,12 @@ export class SagaRuntime {
       failed({ sagaId: timer?.sagaId, startedWith: undefined, timerNames: [] }),
     );
     if (instance.kind === 'ignored') {
+      // A timer for a saga that is gone or completed leaves the pending set, so it is not delivered again.
       if (timer) {
         const retirement = writePlan(em, planTimerRetirement(timer, message.type, now), { state: undefined, meta });
         await retirement.catch(ignoreStale).catch(failed({ sagaId: timer.sagaId, startedWith: undefined, timerNames: [] }));
       }
-      const result = { ...base, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.IGNORED, reason: instance.reason };
-      return instance.state
-        ? {
-            ...this.result(HANDLE_OUTCOMES.IGNORED, base, instance.state, saga, { ...NO_EFFECTS, completed: true }),
-            reason: instance.reason,
-          }
-        : { ...result, sagaId: timer?.sagaId ?? null, version: null, step: null };
+      return this.ignored(base, saga, instance, timer);
     }
     const firing = timer && { id: timer.id, name: timer.name, dueAt: timer.dueAt, attempts: timer.attempts };
     const run = await runStep(em, saga, instance, message, { now, correlationId, timer: firing });
@@ -375,9 +370,15 @@ export class SagaRuntime {
     });
   }
 
+  private ignored(base: ResultBase, saga: RegisteredSaga, instance: IgnoredMessage, timer: TimerDelivery | undefined): HandleResult {
+    const { reason, state } = instance;
+    if (state) return { ...this.result(HANDLE_OUTCOMES.IGNORED, base, state, saga, { ...NO_EFFECTS, completed: true }), reason };
+    return { ...base, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.IGNORED, reason, sagaId: timer?.sagaId ?? null, version: null, step: null };
+  }
+
   private result(
     outcome: HandleResult['outcome'],
-    base: Pick<HandleResult, 'sagaType' | 'messageType' | 'attempts' | 'conflicts'>,
+    base: ResultBase,
     state: SagaState,
     saga: RegisteredSaga,
     effects: Pick<HandleResult, 'changed' | 'completed' | 'timersScheduled' | 'timersCancelled' | 'messagesSent'>,
@@ -398,6 +399,9 @@ export class SagaRuntime {
     this.metrics.add('messagesSent', type, result.messagesSent);
   }
 }
+
+/** The fields of a result every outcome shares. */
+type ResultBase = Pick<HandleResult, 'sagaType' | 'messageType' | 'attempts' | 'conflicts'>;
 
 /** What a unit of work that wrote nothing did. */
 const NO_EFFECTS = { changed: false, completed: false, timersScheduled: 0, timersCancelled: 0, messagesSent: 0 } as const;
