@@ -33,6 +33,7 @@ export {
   DispatchRecord,
   OUTBOX_OUTCOMES,
   SAGA_ENTITIES,
+  SagaHandledMessage,
   SagaOutbox,
   SagaState,
   SagaTimer,

@@ -33,4 +33,5 @@ export const COLUMN_LIMITS = {
   messageType: 200,
   calendarKey: 100,
   correlationId: 200,
+  messageId: 200,
 } as const;
