@@ -47,6 +47,8 @@ export const SAGA_ERROR_CODES = {
   DATABASE_UNREACHABLE: 'DATABASE_UNREACHABLE',
   /** The connection failed while COMMIT was in flight: the effects may or may not have been written. */
   COMMIT_OUTCOME_UNKNOWN: 'COMMIT_OUTCOME_UNKNOWN',
+  /** A message id is not a string of 1 to 200 characters the databases store as given. */
+  MESSAGE_ID_INVALID: 'MESSAGE_ID_INVALID',
 } as const;
 
 /** Union of every error code the library raises. */

@@ -63,6 +63,8 @@ export type {
 export { defineSaga } from './saga/define-saga.js';
 export type { HandleOutcome, HandleResult, IgnoreReason } from './saga/handle-result.js';
 export { HANDLE_OUTCOMES, IGNORE_REASONS } from './saga/handle-result.js';
+export type { PurgeResult } from './saga/handled-messages.js';
+export { DEFAULT_MESSAGE_ID_RETENTION_MS, DEFAULT_PURGE_BATCH_SIZE } from './saga/handled-messages.js';
 export type {
   HandledEvent,
   HandleOptions,

@@ -8,6 +8,11 @@ export const HANDLE_OUTCOMES = {
   IGNORED: 'ignored',
   /** A timer firing lost its claim (cancelled, replaced or already fired); nothing was written. */
   STALE: 'stale',
+  /**
+   * The message id was handled before by this instance (`HandleOptions.messageId`): nothing was written, and
+   * `version` is the version that earlier unit of work produced.
+   */
+  DUPLICATE: 'duplicate',
 } as const;
 /** What handling one message did to one saga instance. */
 export type HandleOutcome = (typeof HANDLE_OUTCOMES)[keyof typeof HANDLE_OUTCOMES];

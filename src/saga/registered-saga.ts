@@ -18,7 +18,7 @@ export interface RegisteredSaga {
 
 /** Where a message goes: the instance with a correlation value, or a timer's own instance. */
 export type HandleTarget =
-  | { readonly kind: 'correlation'; readonly value: unknown }
+  | { readonly kind: 'correlation'; readonly value: unknown; readonly messageId?: string | undefined }
   | { readonly kind: 'timer'; readonly timer: TimerDelivery };
 
 /** The value of the definition's `stepProperty` on `state`, as a string; null without one. */

@@ -5,10 +5,18 @@ import { getCorrelationId } from '../correlation/correlation-context.js';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
 import { SagaState } from '../entities/saga-state.js';
 import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
+import { findHandledMessage } from '../sql/handled-message-statements.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type Clock, systemClock } from '../time/clock.js';
 import type { SagaDefinition, SagaMessage } from './define-saga.js';
 import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS } from './handle-result.js';
+import {
+  checkMessageId,
+  DEFAULT_MESSAGE_ID_RETENTION_MS,
+  DEFAULT_PURGE_BATCH_SIZE,
+  type PurgeResult,
+  purgeHandledMessagesBefore,
+} from './handled-messages.js';
 import { messageTypeOf } from './message-type-of.js';
 import { type AnySagaDefinition, type HandleTarget, type RegisteredSaga, readStep } from './registered-saga.js';
 import { classifyFailure, type FailureContext, RetryableConflict } from './unit-of-work/classify-failure.js';
@@ -52,6 +60,15 @@ export interface SagaRuntimeOptions {
    * audit logs. It runs after the commit; what it throws is ignored. Default: none.
    */
   readonly onHandled?: (event: HandledEvent) => void;
+  /** Idempotent handling by message id (`handle(..., { messageId })`). */
+  readonly messageIds?: {
+    /**
+     * How long a handled message id is remembered, ms: a redelivery within it is a `duplicate`, one after it
+     * (and after {@link SagaRuntime.purgeExpiredMessageIds} ran) is handled anew. Make it longer than your
+     * broker's redelivery horizon. Default {@link DEFAULT_MESSAGE_ID_RETENTION_MS} (7 days).
+     */
+    readonly retentionMs?: number;
+  };
 }
 
 /** What {@link SagaRuntimeOptions.onHandled} receives. */
@@ -71,12 +88,19 @@ export interface ResolvedSagaRuntimeOptions {
   readonly concurrency: { readonly maxAttempts: number; readonly baseDelayMs: number; readonly maxDelayMs: number };
   readonly maxPayloadBytes: number;
   readonly onHandled: ((event: HandledEvent) => void) | undefined;
+  readonly messageIds: { readonly retentionMs: number };
 }
 
 /** Options of one `handle` call. */
 export interface HandleOptions {
   /** Correlation id to handle the message under. Default: the ambient one, else a new uuid. */
   readonly correlationId?: string;
+  /**
+   * The message's id (a broker's message id, an HTTP idempotency key): recorded with the unit of work, so the
+   * same id delivered again to the same saga instance writes nothing and answers `duplicate`. 1 to 200
+   * characters. Default: none (every delivery is handled).
+   */
+  readonly messageId?: string;
 }
 
 /** A claimed timer handed to the runtime for delivery (by the dispatcher, or a test). */
@@ -178,7 +202,8 @@ export class SagaRuntime {
       );
     }
     const correlationId = options.correlationId ?? getCorrelationId() ?? randomUUID();
-    return this.run(saga, message, { kind: 'correlation', value: correlation.value }, correlationId);
+    const messageId = options.messageId === undefined ? undefined : checkMessageId(options.messageId, saga.definition.name, type);
+    return this.run(saga, message, { kind: 'correlation', value: correlation.value, messageId }, correlationId);
   }
 
   /**
@@ -214,6 +239,21 @@ export class SagaRuntime {
       );
     }
     return this.run(saga, message, { kind: 'timer', timer }, timer.correlationId ?? randomUUID());
+  }
+
+  /**
+   * Deletes the handled message ids older than `messageIds.retentionMs` (by the runtime's clock), in batches
+   * of `batchSize` (default {@link DEFAULT_PURGE_BATCH_SIZE}), each a short statement of its own, until none
+   * is left or `maxBatches` (default: no limit) ran. Safe to run from several processes at once.
+   */
+  async purgeExpiredMessageIds(options: { readonly batchSize?: number; readonly maxBatches?: number } = {}): Promise<PurgeResult> {
+    const batchSize = options.batchSize ?? DEFAULT_PURGE_BATCH_SIZE;
+    const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
+    if (!Number.isInteger(batchSize) || batchSize < 1 || !(maxBatches >= 1)) {
+      throw new SagaDefinitionError('OPTION_INVALID', 'purgeExpiredMessageIds needs a positive integer batchSize and maxBatches >= 1.');
+    }
+    const cutoff = new Date(this.options.clock.now().getTime() - this.options.messageIds.retentionMs);
+    return purgeHandledMessagesBefore(this.options.em, cutoff, batchSize, maxBatches);
   }
 
   private registered(sagaType: string): RegisteredSaga {
@@ -333,6 +373,11 @@ export class SagaRuntime {
       }
       return this.ignored(base, saga, instance, timer);
     }
+    const messageId = target.kind === 'correlation' ? target.messageId : undefined;
+    if (messageId !== undefined && !instance.isNew) {
+      const handled = await findHandledMessage(em, definition.name, instance.state.id, messageId);
+      if (handled) return { ...this.result(HANDLE_OUTCOMES.DUPLICATE, base, instance.state, saga, NO_EFFECTS), version: handled.version };
+    }
     const firing = timer && { id: timer.id, name: timer.name, dueAt: timer.dueAt, attempts: timer.attempts };
     const run = await runStep(em, saga, instance, message, { now, correlationId, timer: firing });
     const plan = planWrites({
@@ -344,6 +389,7 @@ export class SagaRuntime {
       timer,
       now,
       correlationId,
+      messageId,
     });
     const { state } = instance;
     if (!plan) return this.result(HANDLE_OUTCOMES.HANDLED, base, state, saga, { ...NO_EFFECTS, completed: run.completed });
@@ -394,6 +440,7 @@ export class SagaRuntime {
     if (result.reason === IGNORE_REASONS.NO_INSTANCE) this.metrics.add('ignoredNoInstance', type);
     if (result.reason === IGNORE_REASONS.COMPLETED) this.metrics.add('ignoredCompleted', type);
     if (result.outcome === HANDLE_OUTCOMES.STALE) this.metrics.add('timersStale', type);
+    if (result.outcome === HANDLE_OUTCOMES.DUPLICATE) this.metrics.add('duplicates', type);
     this.metrics.add('timersScheduled', type, result.timersScheduled);
     this.metrics.add('timersCancelled', type, result.timersCancelled);
     this.metrics.add('messagesSent', type, result.messagesSent);
@@ -434,6 +481,9 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSaga
   const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) fail(`concurrency.maxAttempts must be an integer >= 1; got ${maxAttempts}.`);
   if (!(baseDelayMs >= 0) || !(maxDelayMs >= 0)) fail('concurrency.baseDelayMs and maxDelayMs must be >= 0.');
+  const retentionMs = options.messageIds?.retentionMs ?? DEFAULT_MESSAGE_ID_RETENTION_MS;
+  if (!Number.isFinite(retentionMs) || retentionMs < 0)
+    fail(`messageIds.retentionMs must be a finite number of ms >= 0; got ${retentionMs}.`);
   if (!Number.isInteger(maxPayloadBytes) || maxPayloadBytes < 1)
     fail(`maxPayloadBytes must be a positive integer; got ${maxPayloadBytes}.`);
   const calendars = new Map(Object.entries(options.calendars ?? {}));
@@ -450,5 +500,6 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSaga
     concurrency: { maxAttempts, baseDelayMs, maxDelayMs },
     maxPayloadBytes,
     onHandled: options.onHandled,
+    messageIds: { retentionMs },
   };
 }

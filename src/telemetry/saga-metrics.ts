@@ -11,6 +11,7 @@ export const TELEMETRY_SCOPE = 'mikro-orm-saga';
 export const SAGA_COUNTERS = {
   started: 'saga.started',
   handled: 'saga.handled',
+  duplicates: 'saga.duplicate',
   ignoredNoInstance: 'saga.ignored.no_instance',
   ignoredCompleted: 'saga.ignored.completed',
   completed: 'saga.completed',

@@ -1,6 +1,6 @@
 import type { MikroORM } from '@mikro-orm/core';
 import { dialectOf } from '../../src/dialect/dialect-adapter.js';
-import { SagaOutbox, SagaTimer } from '../../src/index.js';
+import { SagaHandledMessage, SagaOutbox, SagaTimer } from '../../src/index.js';
 import { ScriptedSaga } from '../fixtures/scripted-saga.js';
 
 /** Reads rows through a fresh EntityManager, as another process would see them. */
@@ -13,6 +13,8 @@ export function rowsOf(orm: MikroORM) {
       em().find(SagaTimer, where as never, { orderBy: { createdAt: 'asc', name: 'asc' } }),
     pendingTimers: (sagaId?: string) =>
       em().find(SagaTimer, { dispatchedAt: null, ...(sagaId ? { sagaId } : {}) }, { orderBy: { name: 'asc' } }),
+    handledMessages: (sagaId?: string) =>
+      em().find(SagaHandledMessage, sagaId ? { sagaId } : {}, { orderBy: { processedAt: 'asc', messageId: 'asc' } }),
     outbox: (sagaId?: string) => em().find(SagaOutbox, sagaId ? { sagaId } : {}, { orderBy: { createdAt: 'asc', messageType: 'asc' } }),
   };
 }

@@ -51,6 +51,7 @@ function input(overrides: { isNew?: boolean; changed?: boolean; step?: string; c
     timer: undefined,
     now,
     correlationId: ctx.correlationId,
+    messageId: undefined,
   };
   return { ctx, planInput };
 }
@@ -86,6 +87,15 @@ describe('planWrites', () => {
     expect(plan?.timerDeletes).toEqual({ all: false, names: [], otherStepsThan: { step: 'paying' } });
   });
 
+  it('a message id is recorded with the version the unit produces, even when nothing else is written', () => {
+    const unchanged = planWrites({ ...input().planInput, messageId: 'm-1' });
+    expect(unchanged).toMatchObject({ sagaRow: { kind: 'guard', loadedVersion: 3 }, handledMessage: { messageId: 'm-1', version: 3 } });
+    const changed = planWrites({ ...input({ changed: true }).planInput, messageId: 'm-2' });
+    expect(changed?.handledMessage).toMatchObject({ sagaId: 'saga-1', messageId: 'm-2', version: 4, processedAt: now });
+    const started = planWrites({ ...input({ isNew: true, changed: true }).planInput, messageId: 'm-3' });
+    expect(started?.handledMessage).toMatchObject({ version: 0 });
+  });
+
   it('a new instance is inserted and deletes nothing', () => {
     const plan = planWrites(input({ isNew: true, changed: true, step: 'paying' }).planInput);
     expect(plan).toMatchObject({ sagaRow: { kind: 'insert' }, replaceTimers: false, timerDeletes: { all: false, names: [] } });
@@ -93,13 +103,13 @@ describe('planWrites', () => {
 });
 
 describe('statementsOf', () => {
-  it('orders the saga row, the timer stamp, deletes, timer writes and the outbox', () => {
+  it('orders the saga row, the timer stamp, deletes, timer writes, the outbox and the message id', () => {
     const { ctx, planInput } = input({ changed: true, step: 'paying' });
     ctx.cancel('old');
     ctx.schedule('t', 1000, { type: 'Tick' });
     ctx.send({ type: 'Out' });
     const timer = { id: 't1', token: 'k', sagaType: 'order', sagaId: 'saga-1', name: 'x' } as never;
-    const plan = planWrites({ ...planInput, timer })!;
+    const plan = planWrites({ ...planInput, timer, messageId: 'm-1' })!;
     const order = statementsOf(plan, { state: undefined, meta }).map((s) => `${s.operation} ${s.table}`);
     expect(order).toEqual([
       'update order_saga',
@@ -109,6 +119,7 @@ describe('statementsOf', () => {
       'update saga_timer',
       'insert saga_timer',
       'insert saga_outbox',
+      'insert saga_handled_message',
     ]);
   });
 

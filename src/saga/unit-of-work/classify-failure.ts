@@ -87,7 +87,7 @@ function driverErrorOf(failure: StatementFailure, em: EntityManager): unknown {
 
 /**
  * A unique violation is a race when re-reading would see another unit of work's row: the instance a racing
- * start message inserted, or a pending timer of one of our names. Anything else fails the same way on every
+ * start message inserted, a pending timer of one of our names, or the record of our message id. Anything else fails the same way on every
  * retry (a unique business column, two names of one plan that collide once stored).
  */
 async function isRace(failure: StatementFailure, context: FailureContext): Promise<boolean> {
@@ -99,6 +99,8 @@ async function isRace(failure: StatementFailure, context: FailureContext): Promi
       const where = { [definition.correlationProperty]: context.startedWith.value };
       return (await em.count(definition.state, where as never)) > 0;
     }
+    // Another delivery of the same message id committed first: the retry finds its record and answers duplicate.
+    if (failure.table === 'saga_handled_message') return true;
     if (failure.table === 'saga_timer' && context.sagaId && context.timerNames.length > 0) {
       return (await countPendingTimersNamed(em, definition.name, context.sagaId, context.timerNames)) > 0;
     }

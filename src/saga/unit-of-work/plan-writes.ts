@@ -22,6 +22,8 @@ export interface PlanInput {
   readonly timer: TimerDelivery | undefined;
   readonly now: Date;
   readonly correlationId: string;
+  /** The caller's message id, recorded with the unit of work; undefined when it gave none. */
+  readonly messageId: string | undefined;
 }
 
 /**
@@ -36,7 +38,11 @@ export function planWrites(input: PlanInput): UnitOfWorkPlan | undefined {
   const scheduled = run.completed ? [] : run.ctx.timers.scheduled;
   const timerDeletes = isNew ? NO_TIMER_DELETES : deletesOf(input);
   const deletesAny = timerDeletes.all || timerDeletes.names.length > 0 || timerDeletes.otherStepsThan !== undefined;
-  if (!run.changed && !input.timer && !deletesAny && scheduled.length === 0 && run.ctx.outgoing.length === 0) return undefined;
+  const { messageId } = input;
+  // A message id is recorded even when nothing else changes, so the redelivery stays a duplicate.
+  if (!run.changed && !input.timer && !deletesAny && scheduled.length === 0 && run.ctx.outgoing.length === 0 && messageId === undefined) {
+    return undefined;
+  }
 
   const sagaId = instance.state.id;
   const correlationId = truncate(input.correlationId, COLUMN_LIMITS.correlationId);
@@ -80,6 +86,10 @@ export function planWrites(input: PlanInput): UnitOfWorkPlan | undefined {
     timers,
     replaceTimers: !isNew,
     outbox,
+    handledMessage:
+      messageId === undefined
+        ? undefined
+        : { id: uuidV7(), sagaType: input.sagaType, sagaId, messageId, version: versionAfter(sagaRow), processedAt: now },
   };
 }
 
@@ -98,7 +108,20 @@ export function planTimerRetirement(timer: TimerDelivery, messageType: string, n
     timers: [],
     replaceTimers: false,
     outbox: [],
+    handledMessage: undefined,
   };
+}
+
+/** The saga's version once `row` is written. */
+function versionAfter(row: SagaRowWrite): number {
+  switch (row.kind) {
+    case 'update':
+      return row.version;
+    case 'guard':
+      return row.loadedVersion;
+    default:
+      return 0;
+  }
 }
 
 function deletesOf({ instance, run, hasStepProperty }: PlanInput): TimerDeletes {

@@ -1,4 +1,5 @@
 import type { TimerOutcome } from '../../entities/dispatch-states.js';
+import type { HandledMessageWrite } from '../../sql/handled-message-statements.js';
 import type { OutboxWrite } from '../../sql/outbox-statements.js';
 import type { TimerWrite } from '../../sql/timer-statements.js';
 
@@ -42,6 +43,8 @@ export interface UnitOfWorkPlan {
   /** False for a new instance: it has no pending timers to replace. */
   readonly replaceTimers: boolean;
   readonly outbox: readonly OutboxWrite[];
+  /** The caller's message id, recorded last so a redelivery finds it (`saga_handled_message`). */
+  readonly handledMessage: HandledMessageWrite | undefined;
 }
 
 /** No timer deleted. */

@@ -1,5 +1,6 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import type { SagaState } from '../../entities/saga-state.js';
+import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
 import { guardSagaVersion } from '../../sql/saga-statements.js';
 import {
@@ -62,7 +63,7 @@ export interface SagaRowTarget {
  * 2. the delivering timer's stamp, token-checked;
  * 3. timer deletes, before the writes below: the filtered unique index must never see two pending rows of
  *    one name, and MikroORM would order a flush's INSERTs before its DELETEs;
- * 4. timer replacements in place, then inserts; 5. outbox rows.
+ * 4. timer replacements in place, then inserts; 5. outbox rows; 6. the caller's message id.
  */
 export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget): PlannedStatement[] {
   const statements: PlannedStatement[] = [];
@@ -88,6 +89,11 @@ export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget): Plann
   if (plan.timers.length > 0) statements.push(...timerStatements(plan.timers, plan.replaceTimers));
   if (plan.outbox.length > 0) {
     statements.push({ operation: 'insert', table: 'saga_outbox', run: (em) => insertOutboxMessages(em, plan.outbox).then(() => 0) });
+  }
+  const handled = plan.handledMessage;
+  if (handled) {
+    // A racing delivery of the same id collides here (or on the saga row) and, retried, finds this record.
+    statements.push({ operation: 'insert', table: 'saga_handled_message', run: (em) => insertHandledMessage(em, handled).then(() => 0) });
   }
   return statements;
 }
