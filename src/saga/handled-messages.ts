@@ -18,7 +18,7 @@ export interface PurgeResult {
 
 // U+0000 and unpaired UTF-16 surrogates: PostgreSQL refuses the first and turns the second into U+FFFD,
 // so two different ids could be stored as one.
-const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /**
  * Checks a caller's message id: a string of 1 to 200 characters (code points) without U+0000 or unpaired
@@ -33,7 +33,7 @@ export function checkMessageId(value: unknown, sagaType: string, messageType: st
         ? 'is empty'
         : [...value].length > COLUMN_LIMITS.messageId
           ? `is ${[...value].length} characters long, over the limit of ${COLUMN_LIMITS.messageId}`
-          : UNSTORABLE.test(value)
+          : value.includes('\u0000') || LONE_SURROGATE.test(value)
             ? 'contains U+0000 or an unpaired surrogate'
             : undefined;
   if (problem) {
