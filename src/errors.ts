@@ -37,6 +37,13 @@ export const SAGA_ERROR_CODES = {
   SCHEMA_INVALID: 'SCHEMA_INVALID',
   /** An option passed to a library entry point is out of range. */
   OPTION_INVALID: 'OPTION_INVALID',
+  /**
+   * A message's correlation value is not a value of the correlation property's own type (an object, an
+   * array, a number for a string column, NaN, text the column cannot store, too long): refused before any read.
+   */
+  CORRELATION_INVALID: 'CORRELATION_INVALID',
+  /** The saga's step value (`stepProperty`) cannot be stored on a step-scoped timer (`saga_timer.step`). */
+  STEP_INVALID: 'STEP_INVALID',
 } as const;
 
 /** Union of every error code the library raises. */

@@ -35,9 +35,12 @@ import {
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type Clock, systemClock } from '../time/clock.js';
 import { TIMER_SCOPES } from '../timers/timer-plan.js';
+import { type CorrelationCheck, checkCorrelationId, correlationCheckFor } from './correlation-value.js';
 import type { SagaDefinition, SagaMessage } from './define-saga.js';
 import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS, type IgnoreReason } from './handle-result.js';
 import { type FiringTimer, RecordingStepContext, type StepContextSettings } from './step-context.js';
+import { checkStepValue } from './step-value.js';
+import { labelOf, nameProblem } from './stored-text.js';
 
 /** Default of `concurrency.maxAttempts`: units of work tried per message before a `SagaConcurrencyError`. */
 export const DEFAULT_MAX_ATTEMPTS = 10;
@@ -125,6 +128,7 @@ interface RegisteredSaga {
   readonly definition: AnySagaDefinition;
   readonly meta: EntityMetadata;
   readonly settings: StepContextSettings;
+  readonly checkCorrelation: CorrelationCheck;
 }
 
 type Target = { readonly kind: 'correlation'; readonly value: unknown } | { readonly kind: 'timer'; readonly timer: TimerDelivery };
@@ -194,8 +198,8 @@ export class SagaRuntime {
     if (!saga.definition.steps.has(type)) {
       throw new SagaValidationError(
         'MESSAGE_TYPE_UNKNOWN',
-        `Saga ${saga.definition.name} has no step for message type '${type}': add steps.${type}, or do not send it this message.`,
-        { sagaType: saga.definition.name, messageType: type },
+        `Saga ${saga.definition.name} has no step for message type ${labelOf(type)}: add a step for it, or do not send it this message.`,
+        { sagaType: saga.definition.name, messageType: labelOf(type) },
       );
     }
     const correlation = saga.definition.correlate(message);
@@ -213,8 +217,9 @@ export class SagaRuntime {
         { sagaType: saga.definition.name, messageType: type },
       );
     }
-    const correlationId = options.correlationId ?? getCorrelationId() ?? randomUUID();
-    return this.run(saga, message, { kind: 'correlation', value: correlation.value }, correlationId);
+    const value = saga.checkCorrelation(correlation.value, type);
+    const correlationId = checkCorrelationId(options.correlationId ?? getCorrelationId() ?? randomUUID(), saga.definition.name);
+    return this.run(saga, message, { kind: 'correlation', value }, correlationId);
   }
 
   /**
@@ -290,6 +295,7 @@ export class SagaRuntime {
     return {
       definition,
       meta: meta!,
+      checkCorrelation: correlationCheckFor(definition.name, property!),
       settings: {
         calendars: this.options.calendars,
         maxPayloadBytes: this.options.maxPayloadBytes,
@@ -398,6 +404,13 @@ export class SagaRuntime {
     // A completed saga keeps no pending timers: completing removes them, and what a step of a completed
     // saga schedules is discarded.
     const scheduled = completed ? [] : ctx.timers.scheduled;
+    if (definition.stepProperty !== undefined)
+      checkStepValue(
+        stepAfter,
+        scheduled.some((t) => t.scope === TIMER_SCOPES.STEP),
+        definition.name,
+        state.id,
+      );
     const cancelAll = (completed && !completedBefore) || ctx.timers.cancelsAll;
     const cancelled = cancelAll ? [] : ctx.timers.cancelled;
     const stepChanged = !isNew && definition.stepProperty !== undefined && stepAfter !== stepBefore;
@@ -608,6 +621,8 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSaga
     fail(`maxPayloadBytes must be a positive integer; got ${maxPayloadBytes}.`);
   const calendars = new Map(Object.entries(options.calendars ?? {}));
   for (const [key, calendar] of calendars) {
+    const keyIssue = nameProblem(key, { maxLength: COLUMN_LIMITS.calendarKey });
+    if (keyIssue) fail(`A calendar key ${keyIssue}: use keys of 1 to ${COLUMN_LIMITS.calendarKey} characters.`);
     if (typeof calendar?.addDuration !== 'function' || typeof calendar?.nextOpen !== 'function') {
       fail(`Calendar '${key}' must implement BusinessCalendar (addDuration and nextOpen).`);
     }
