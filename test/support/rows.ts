@@ -13,5 +13,10 @@ export function rowsOf(orm: MikroORM) {
     pendingTimers: (sagaId?: string) =>
       em().find(SagaTimer, { dispatchedAt: null, ...(sagaId ? { sagaId } : {}) }, { orderBy: { name: 'asc' } }),
     outbox: (sagaId?: string) => em().find(SagaOutbox, sagaId ? { sagaId } : {}, { orderBy: { createdAt: 'asc', messageType: 'asc' } }),
+    /** Row counts of the saga table, saga_timer and saga_outbox: a refused message leaves all three unchanged. */
+    counts: async () => {
+      const fork = em();
+      return { sagas: await fork.count(ScriptedSaga), timers: await fork.count(SagaTimer), outbox: await fork.count(SagaOutbox) };
+    },
   };
 }
