@@ -197,15 +197,16 @@ for (const dialect of DIALECTS) {
     });
 
     describe('dates and durations are bounded', () => {
-      it('the latest due date, 9999-12-31T23:59:59.999Z, is stored and read back exactly', async () => {
+      it('the earliest and latest due dates, 1970-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z, are stored and read back exactly', async () => {
         const { runtime, rows } = setup();
         const { key, sagaId } = await start(runtime, 'latest');
+        const ends = ['1970-01-01T00:00:00.000Z', '9999-12-31T23:59:59.999Z'];
         await runtime.handle(scriptedSaga, {
           type: 'Do',
           key,
-          actions: [{ op: 'schedule', name: 'last', at: '9999-12-31T23:59:59.999Z' }],
+          actions: ends.map((at, i) => ({ op: 'schedule', name: `end-${i}`, at, scope: 'saga' }) as const),
         });
-        expect((await rows.pendingTimers(sagaId))[0]?.dueAt).toEqual(new Date('9999-12-31T23:59:59.999Z'));
+        expect((await rows.pendingTimers(sagaId)).map((t) => t.dueAt.toISOString())).toEqual(ends);
       });
 
       it.each([
