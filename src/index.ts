@@ -49,6 +49,7 @@ export {
   SagaSchemaError,
   SagaValidationError,
 } from './errors.js';
+export { DEFAULT_CORRELATION_LENGTH, MAX_TEXT_CORRELATION_LENGTH } from './saga/correlation-value.js';
 export type {
   AnyMessage,
   CorrelationSource,
@@ -62,6 +63,7 @@ export type {
 export { defineSaga } from './saga/define-saga.js';
 export type { HandleOutcome, HandleResult, IgnoreReason } from './saga/handle-result.js';
 export { HANDLE_OUTCOMES, IGNORE_REASONS } from './saga/handle-result.js';
+export { MAX_PAYLOAD_DEPTH } from './saga/json-payload.js';
 export type {
   HandledEvent,
   HandleOptions,
@@ -85,6 +87,7 @@ export type { SagaCounterName, SagaStats } from './telemetry/saga-metrics.js';
 export { SAGA_COUNTERS, TELEMETRY_SCOPE } from './telemetry/saga-metrics.js';
 export type { Clock } from './time/clock.js';
 export { systemClock } from './time/clock.js';
+export { EARLIEST_DUE_AT_MS, LATEST_DUE_AT_MS } from './time/due-date-range.js';
 export type { Duration } from './time/duration.js';
 export type { TimerScope } from './timers/timer-plan.js';
 export { TIMER_SCOPES } from './timers/timer-plan.js';

@@ -48,7 +48,7 @@ export const DEFAULT_MAX_ATTEMPTS = 10;
 export const DEFAULT_RETRY_BASE_DELAY_MS = 5;
 /** Default of `concurrency.maxDelayMs`: cap of the wait between two retries, in milliseconds. */
 export const DEFAULT_RETRY_MAX_DELAY_MS = 250;
-/** Default of `maxPayloadBytes`: largest JSON text of one timer or outbox message, in UTF-8 bytes. */
+/** Default of `maxPayloadBytes`: largest JSON text of one timer message, or of one outbox message with its headers, in UTF-8 bytes. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 65_536;
 
 // Any saga definition, whatever its state and message types.
@@ -74,7 +74,10 @@ export interface SagaRuntimeOptions {
     /** Cap of any retry's random wait, ms. Default {@link DEFAULT_RETRY_MAX_DELAY_MS} (250). */
     readonly maxDelayMs?: number;
   };
-  /** Largest JSON text of a timer or outbox message, bytes. Default {@link DEFAULT_MAX_PAYLOAD_BYTES} (64 KiB). */
+  /**
+   * Largest JSON text of a timer message, or of a sent message and its headers together, in UTF-8 bytes.
+   * Default {@link DEFAULT_MAX_PAYLOAD_BYTES} (64 KiB).
+   */
   readonly maxPayloadBytes?: number;
   /**
    * Called after each message (including each timer delivery) was handled, with its result: for tracing and

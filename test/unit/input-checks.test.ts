@@ -260,3 +260,13 @@ describe('WeekdayCalendar', () => {
     }
   });
 });
+
+describe('docs/guarantees.md', () => {
+  it('has one row in its error-code table for every code in SAGA_ERROR_CODES', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const { SAGA_ERROR_CODES } = await import('../../src/index.js');
+    const text = await readFile(new URL('../../docs/guarantees.md', import.meta.url), 'utf8');
+    const rows = [...text.matchAll(/^\| `([A-Z_]+)` \| `Saga\w*Error`/gm)].map((match) => match[1]);
+    expect([...rows].sort()).toEqual(Object.values(SAGA_ERROR_CODES).sort());
+  });
+});
