@@ -44,6 +44,11 @@ export const SAGA_ERROR_CODES = {
   CORRELATION_INVALID: 'CORRELATION_INVALID',
   /** The saga's step value (`stepProperty`) cannot be stored on a step-scoped timer (`saga_timer.step`). */
   STEP_INVALID: 'STEP_INVALID',
+  /**
+   * A step set a state property to a value its column does not store alike on both databases (U+0000, a lone
+   * surrogate, longer than the column, a fraction in an integer column, an invalid Date...).
+   */
+  STATE_VALUE_INVALID: 'STATE_VALUE_INVALID',
 } as const;
 
 /** Union of every error code the library raises. */

@@ -252,6 +252,50 @@ for (const dialect of DIALECTS) {
       });
     });
 
+    describe('state values a step copies from its message', () => {
+      it.each([
+        ['U+0000 in a string column', { label: 'a\u0000b' }, /label to a value that contains U\+0000/],
+        ['a lone surrogate in a string column', { label: '\uDC00' }, /lone UTF-16 surrogate/],
+        ['21 characters in a varchar(20)', { label: 'x'.repeat(21) }, /longer than 20 characters/],
+        ['a fraction in an integer column', { touched: 1.5 }, /not an integer/],
+        ['a string in an integer column', { touched: '7' as never }, /is a string/],
+        ['NaN in a double column', { score: Number.NaN }, /is NaN/],
+        ['an invalid Date', { seenAt: new Date(Number.NaN) }, /invalid Date/],
+        ['a Date in year 10000', { seenAt: new Date('+010000-01-01T00:00:00Z') }, /outside years 1 to 9999/],
+      ])('%s is STATE_VALUE_INVALID on both databases, and nothing is written', async (_what, set, hint) => {
+        const { runtime } = setup();
+        const number = Math.floor(Math.random() * 1_000_000);
+        await runtime.handle(numberedSaga, { type: 'Touch', number });
+        const em = () => db().orm.em.fork();
+        const before = { sagas: await em().count(NumberedSaga) };
+        const error = await refusal(runtime.handle(numberedSaga, { type: 'Touch', number, set }));
+        expect(error).toMatchObject({ code: 'STATE_VALUE_INVALID', details: { sagaType: 'numbered' } });
+        expect(error.message).toMatch(hint);
+        expect(await em().findOne(NumberedSaga, { number })).toMatchObject({ touched: 1, version: 0, label: null });
+        // A start message with the same values leaves no instance behind.
+        const fresh = number + 1_000_000;
+        await expect(runtime.handle(numberedSaga, { type: 'Touch', number: fresh, set })).rejects.toMatchObject({
+          code: 'STATE_VALUE_INVALID',
+        });
+        expect(await em().count(NumberedSaga)).toBe(before.sagas);
+      });
+
+      it('20 emoji in a varchar(20), and Dates in years 1 and 9999, are stored and read back alike', async () => {
+        const { runtime } = setup();
+        const number = Math.floor(Math.random() * 1_000_000);
+        for (const seenAt of [
+          new Date('0001-01-01T00:00:00.000Z'),
+          new Date('1950-06-01T12:00:00.000Z'),
+          new Date('9999-12-31T23:59:59.999Z'),
+        ]) {
+          await runtime.handle(numberedSaga, { type: 'Touch', number, set: { label: '😀'.repeat(20), seenAt, score: -0.5 } });
+          const row = await db().orm.em.fork().findOne(NumberedSaga, { number });
+          expect(row).toMatchObject({ label: '😀'.repeat(20), score: -0.5 });
+          expect(row?.seenAt?.toISOString()).toBe(seenAt.toISOString());
+        }
+      });
+    });
+
     describe('payloads, headers and names', () => {
       it.each([
         [

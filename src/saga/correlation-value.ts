@@ -1,23 +1,15 @@
 import type { EntityProperty } from '@mikro-orm/core';
 import { SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
-import { exceedsCodePoints, kindOf, textProblem } from './stored-text.js';
+import { acceptedBy, DEFAULT_VARCHAR_LENGTH, describe, problemOf } from './column-value.js';
+import { kindOf, textProblem } from './stored-text.js';
 
 /** Length limit, in code points, of a string correlation property declared without `length` (MikroORM's varchar default). */
-export const DEFAULT_CORRELATION_LENGTH = 255;
+export const DEFAULT_CORRELATION_LENGTH = DEFAULT_VARCHAR_LENGTH;
 /**
  * Length limit, in code points, of a correlation property of type `text` declared without `length`: 500 code
  * points are at most 2,000 UTF-8 bytes, under PostgreSQL's limit of 2,704 bytes for one unique-index entry.
  */
 export const MAX_TEXT_CORRELATION_LENGTH = 500;
-
-const INT16 = { min: -32_768, max: 32_767 } as const;
-const INT32 = { min: -2_147_483_648, max: 2_147_483_647 } as const;
-const INT64 = { min: -(2n ** 63n), max: 2n ** 63n - 1n } as const;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-const SMALL_INTEGER_TYPES = new Set(['smallint', 'tinyint', 'smallinttype', 'tinyinttype']);
-const INTEGER_TYPES = new Set(['integer', 'int', 'int4', 'mediumint', 'number', 'integertype', 'mediuminttype']);
-const TEXT_TYPES = new Set(['text', 'texttype']);
 
 /**
  * Checks one message's correlation value against the correlation property and returns the value to look
@@ -25,15 +17,6 @@ const TEXT_TYPES = new Set(['text', 'texttype']);
  * @throws SagaCorrelationError `CORRELATION_INVALID`.
  */
 export type CorrelationCheck = (value: unknown, messageType: string) => unknown;
-
-/** What a correlation value must be, read once from the property's metadata. */
-type Accepted =
-  | { readonly kind: 'string'; readonly maxLength: number }
-  | { readonly kind: 'uuid' }
-  | { readonly kind: 'integer'; readonly min: number; readonly max: number }
-  | { readonly kind: 'number' }
-  | { readonly kind: 'bigint' }
-  | { readonly kind: 'enum'; readonly items: readonly unknown[] };
 
 /**
  * Builds the correlation check of one saga from its correlation property's MikroORM metadata, once, when the
@@ -52,7 +35,7 @@ type Accepted =
  * @throws SagaDefinitionError `DEFINITION_INVALID` for a property of another type (boolean, date, json, decimal...).
  */
 export function correlationCheckFor(sagaType: string, property: EntityProperty): CorrelationCheck {
-  const accepted = acceptedBy(property);
+  const accepted = acceptedBy(property, MAX_TEXT_CORRELATION_LENGTH);
   if (!accepted) {
     throw new SagaDefinitionError(
       'DEFINITION_INVALID',
@@ -70,72 +53,6 @@ export function correlationCheckFor(sagaType: string, property: EntityProperty):
       { sagaType, messageType, property: property.name },
     );
   };
-}
-
-function acceptedBy(property: EntityProperty): Accepted | undefined {
-  if (property.enum && Array.isArray(property.items)) return { kind: 'enum', items: property.items };
-  const type = String(property.type).toLowerCase();
-  switch (property.runtimeType) {
-    case 'string':
-      if (type === 'uuid' || type === 'uuidtype') return { kind: 'uuid' };
-      if (type === 'decimal' || type === 'decimaltype') return undefined;
-      return {
-        kind: 'string',
-        maxLength: property.length ?? (TEXT_TYPES.has(type) ? MAX_TEXT_CORRELATION_LENGTH : DEFAULT_CORRELATION_LENGTH),
-      };
-    case 'number':
-      if (SMALL_INTEGER_TYPES.has(type)) return { kind: 'integer', ...INT16 };
-      if (INTEGER_TYPES.has(type)) return { kind: 'integer', ...INT32 };
-      if (type === 'bigint' || type === 'biginttype')
-        return { kind: 'integer', min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER };
-      return { kind: 'number' };
-    case 'bigint':
-      return { kind: 'bigint' };
-    default:
-      return undefined;
-  }
-}
-
-/** Why `value` is not accepted, phrased to follow "a correlation value that ...", or undefined. */
-function problemOf(value: unknown, accepted: Accepted): string | undefined {
-  switch (accepted.kind) {
-    case 'string':
-    case 'uuid': {
-      if (typeof value !== 'string') return `is ${kindOf(value)}`;
-      if (accepted.kind === 'uuid') return UUID.test(value.toLowerCase()) ? undefined : 'is not a uuid';
-      if (exceedsCodePoints(value, accepted.maxLength)) return `is longer than ${accepted.maxLength} characters`;
-      return textProblem(value);
-    }
-    case 'integer':
-    case 'number':
-      if (typeof value !== 'number') return `is ${kindOf(value)}`;
-      if (!Number.isFinite(value)) return `is ${value}`;
-      if (accepted.kind === 'number') return undefined;
-      if (!Number.isInteger(value)) return 'is not an integer';
-      return value < accepted.min || value > accepted.max ? 'is outside the column range' : undefined;
-    case 'bigint':
-      if (typeof value !== 'bigint') return `is ${kindOf(value)}`;
-      return value < INT64.min || value > INT64.max ? 'is outside the 64-bit range' : undefined;
-    case 'enum':
-      return accepted.items.includes(value) ? undefined : 'is not one of its enum items';
-  }
-}
-
-function describe(accepted: Accepted): string {
-  switch (accepted.kind) {
-    case 'string':
-      return `a string of 1 to ${accepted.maxLength} characters without U+0000 or lone surrogates`;
-    case 'uuid':
-      return 'a uuid string (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)';
-    case 'integer':
-      return `an integer number from ${accepted.min} to ${accepted.max}`;
-    case 'number':
-      return 'a finite number';
-    case 'bigint':
-      return 'a BigInt within 64 bits';
-    case 'enum':
-      return `one of the ${accepted.items.length} items of its enum`;
-  }
 }
 
 /**

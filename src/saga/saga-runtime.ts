@@ -38,6 +38,7 @@ import { TIMER_SCOPES } from '../timers/timer-plan.js';
 import { type CorrelationCheck, checkCorrelationId, correlationCheckFor } from './correlation-value.js';
 import type { SagaDefinition, SagaMessage } from './define-saga.js';
 import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS, type IgnoreReason } from './handle-result.js';
+import { type StateValuesCheck, stateValuesCheckFor } from './state-values.js';
 import { type FiringTimer, RecordingStepContext, type StepContextSettings } from './step-context.js';
 import { checkStepValue } from './step-value.js';
 import { labelOf, nameProblem } from './stored-text.js';
@@ -132,6 +133,7 @@ interface RegisteredSaga {
   readonly meta: EntityMetadata;
   readonly settings: StepContextSettings;
   readonly checkCorrelation: CorrelationCheck;
+  readonly checkStateValues: StateValuesCheck;
 }
 
 type Target = { readonly kind: 'correlation'; readonly value: unknown } | { readonly kind: 'timer'; readonly timer: TimerDelivery };
@@ -299,6 +301,7 @@ export class SagaRuntime {
       definition,
       meta: meta!,
       checkCorrelation: correlationCheckFor(definition.name, property!),
+      checkStateValues: stateValuesCheckFor(meta!),
       settings: {
         calendars: this.options.calendars,
         maxPayloadBytes: this.options.maxPayloadBytes,
@@ -399,6 +402,7 @@ export class SagaRuntime {
     const uow = em.getUnitOfWork();
     uow.computeChangeSets();
     const changed = uow.getChangeSets().length > 0;
+    saga.checkStateValues(state, uow.getChangeSets(), definition.name, state.id);
     if (changed && !isNew) {
       state.version = loadedVersion + 1;
       state.updatedAt = now;
