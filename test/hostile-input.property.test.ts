@@ -7,6 +7,7 @@ import { defineSaga, SAGA_ERROR_CODES, SagaError, SagaRuntime, WeekdayCalendar }
 import { textProblem } from '../src/saga/stored-text.js';
 import { FakeClock } from '../src/testing/index.js';
 import { EARLIEST_DUE_AT_MS, LATEST_DUE_AT_MS } from '../src/time/due-date-range.js';
+import { NumberedSaga, numberedSaga } from './fixtures/numbered-saga.js';
 import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
@@ -104,12 +105,12 @@ async function outcomeOf<T>(call: Promise<T>): Promise<{ ok: true; value: T } | 
 
 for (const dialect of DIALECTS) {
   describe(`hostile input, property-based (${dialect})`, () => {
-    const db = useDatabase(dialect, [ScriptedSaga]);
+    const db = useDatabase(dialect, [ScriptedSaga, NumberedSaga]);
     const setup = () => {
       const clock = new FakeClock('2026-01-09T16:00:00.000Z');
       const runtime = new SagaRuntime({
         em: db().orm.em,
-        sagas: [scriptedSaga, probeSaga],
+        sagas: [scriptedSaga, probeSaga, numberedSaga],
         clock,
         calendars: { weekdays: new WeekdayCalendar({ holidays: ['2026-12-25'] }) },
       });
@@ -209,6 +210,49 @@ for (const dialect of DIALECTS) {
               expectTyped(outcome.error, ['PAYLOAD_NOT_SERIALIZABLE', 'PAYLOAD_TOO_LARGE', 'TIMER_NAME_INVALID']);
               expect(await rows.counts()).toEqual(before);
               expect((await rows.saga(key))!.version).toBe(version);
+            }
+          }),
+          { numRuns: RUNS },
+        );
+      },
+      TIMEOUT_MS,
+    );
+
+    it(
+      'state values copied from a message: stored and read back alike, or STATE_VALUE_INVALID and nothing written',
+      async () => {
+        const { runtime } = setup();
+        const em = () => db().orm.em.fork();
+        const instance = Math.floor(Math.random() * 1_000_000);
+        await runtime.handle(numberedSaga, { type: 'Touch', number: instance });
+        const set = fc.record(
+          {
+            label: fc.oneof(
+              nastyString,
+              longString.map((text) => text.slice(0, 44)),
+              fc.constant(null),
+            ),
+            score: number,
+            touched: fc.oneof(number, fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 })),
+            seenAt: fc.oneof(fc.date({ noInvalidDate: false }), fc.constant(null)),
+          },
+          { requiredKeys: [] },
+        );
+        await fc.assert(
+          fc.asyncProperty(set, async (values) => {
+            const before = await em().findOneOrFail(NumberedSaga, { number: instance });
+            const outcome = await outcomeOf(runtime.handle(numberedSaga, { type: 'Touch', number: instance, set: values as never }));
+            const after = await em().findOneOrFail(NumberedSaga, { number: instance });
+            if (outcome.ok) {
+              for (const [name, value] of Object.entries(values)) {
+                const stored = (after as unknown as Record<string, unknown>)[name];
+                if (value instanceof Date) expect((stored as Date).toISOString()).toBe(value.toISOString());
+                else if (name !== 'touched') expect(stored, name).toEqual(value === 0 ? 0 : value);
+              }
+            } else {
+              expectTyped(outcome.error, ['STATE_VALUE_INVALID']);
+              expect(after.version).toBe(before.version);
+              expect(after.touched).toBe(before.touched);
             }
           }),
           { numRuns: RUNS },
