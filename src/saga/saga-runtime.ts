@@ -411,13 +411,13 @@ export class SagaRuntime {
     // A completed saga keeps no pending timers: completing removes them, and what a step of a completed
     // saga schedules is discarded.
     const scheduled = completed ? [] : ctx.timers.scheduled;
-    if (definition.stepProperty !== undefined)
-      checkStepValue(
-        stepAfter,
-        scheduled.some((t) => t.scope === TIMER_SCOPES.STEP),
-        definition.name,
-        state.id,
-      );
+    // stepAfter is null without a stepProperty.
+    checkStepValue(
+      stepAfter,
+      scheduled.some((t) => t.scope === TIMER_SCOPES.STEP),
+      definition.name,
+      state.id,
+    );
     const cancelAll = (completed && !completedBefore) || ctx.timers.cancelsAll;
     const cancelled = cancelAll ? [] : ctx.timers.cancelled;
     const stepChanged = !isNew && definition.stepProperty !== undefined && stepAfter !== stepBefore;
