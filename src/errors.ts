@@ -49,6 +49,18 @@ export const SAGA_ERROR_CODES = {
   COMMIT_OUTCOME_UNKNOWN: 'COMMIT_OUTCOME_UNKNOWN',
   /** A message id is not a string of 1 to 200 characters the databases store as given. */
   MESSAGE_ID_INVALID: 'MESSAGE_ID_INVALID',
+  /**
+   * A message's correlation value is not a value of the correlation property's own type (an object, an
+   * array, a number for a string column, NaN, text the column cannot store, too long): refused before any read.
+   */
+  CORRELATION_INVALID: 'CORRELATION_INVALID',
+  /** The saga's step value (`stepProperty`) cannot be stored on a step-scoped timer (`saga_timer.step`). */
+  STEP_INVALID: 'STEP_INVALID',
+  /**
+   * A step set a state property to a value its column does not store alike on both databases (U+0000, a lone
+   * surrogate, longer than the column, a fraction in an integer column, an invalid Date...).
+   */
+  STATE_VALUE_INVALID: 'STATE_VALUE_INVALID',
 } as const;
 
 /** Union of every error code the library raises. */

@@ -50,6 +50,7 @@ export {
   SagaSchemaError,
   SagaValidationError,
 } from './errors.js';
+export { DEFAULT_CORRELATION_LENGTH, MAX_TEXT_CORRELATION_LENGTH } from './saga/correlation-value.js';
 export type {
   AnyMessage,
   CorrelationSource,
@@ -65,6 +66,7 @@ export type { HandleOutcome, HandleResult, IgnoreReason } from './saga/handle-re
 export { HANDLE_OUTCOMES, IGNORE_REASONS } from './saga/handle-result.js';
 export type { PurgeResult } from './saga/handled-messages.js';
 export { DEFAULT_MESSAGE_ID_RETENTION_MS, DEFAULT_PURGE_BATCH_SIZE } from './saga/handled-messages.js';
+export { MAX_PAYLOAD_DEPTH } from './saga/json-payload.js';
 export type {
   HandledEvent,
   HandleOptions,
@@ -88,6 +90,7 @@ export type { SagaCounterName, SagaStats } from './telemetry/saga-metrics.js';
 export { SAGA_COUNTERS, TELEMETRY_SCOPE } from './telemetry/saga-metrics.js';
 export type { Clock } from './time/clock.js';
 export { systemClock } from './time/clock.js';
+export { EARLIEST_DUE_AT_MS, LATEST_DUE_AT_MS } from './time/due-date-range.js';
 export type { Duration } from './time/duration.js';
 export type { TimerScope } from './timers/timer-plan.js';
 export { TIMER_SCOPES } from './timers/timer-plan.js';

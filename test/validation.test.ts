@@ -112,7 +112,7 @@ for (const dialect of DIALECTS) {
       const { runtime } = setup();
       await expect(runtime.handle(scriptedSaga, { type: 'Refund', key: 'k' } as never)).rejects.toMatchObject({
         code: 'MESSAGE_TYPE_UNKNOWN',
-        message: expect.stringContaining('add steps.Refund'),
+        message: expect.stringContaining("has no step for message type 'Refund': add a step for it"),
       });
     });
 

@@ -2,6 +2,7 @@ import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import type { SagaState } from '../entities/saga-state.js';
 import { SagaDefinitionError } from '../errors.js';
 import type { StepContext } from './step-context.js';
+import { nameProblem } from './stored-text.js';
 
 /** Every message has a string `type`; a saga's messages form a discriminated union on it. */
 export interface SagaMessage {
@@ -113,15 +114,17 @@ export function defineSaga<TState extends SagaState, TIn extends SagaMessage, TO
   const fail = (message: string): never => {
     throw new SagaDefinitionError('DEFINITION_INVALID', message, { sagaType: input?.name });
   };
-  if (typeof input?.name !== 'string' || input.name.trim() === '' || input.name.length > COLUMN_LIMITS.sagaType) {
-    fail(`A saga needs a name of 1 to ${COLUMN_LIMITS.sagaType} characters; got ${JSON.stringify(input?.name)}.`);
-  }
+  const nameIssue = nameProblem(input?.name, { maxLength: COLUMN_LIMITS.sagaType, notBlank: true });
+  if (nameIssue) fail(`A saga needs a name of 1 to ${COLUMN_LIMITS.sagaType} characters; the name ${nameIssue}.`);
   if (typeof input.state !== 'function') fail(`Saga ${input.name}: 'state' must be the state entity class.`);
   if (!input.correlation || (typeof input.correlation.from !== 'function' && typeof input.correlation.from !== 'object')) {
     fail(`Saga ${input.name}: 'correlation.from' must be a function or an object of functions per message type.`);
   }
   const steps = new Map<string, SagaStep<TState, TIn, TIn, TOut>>();
   for (const [type, step] of Object.entries(input.steps ?? {})) {
+    const typeIssue = nameProblem(type, { maxLength: COLUMN_LIMITS.messageType });
+    if (typeIssue)
+      fail(`Saga ${input.name}: a step's message type ${typeIssue}; message types are 1 to ${COLUMN_LIMITS.messageType} characters.`);
     if (typeof step !== 'function') fail(`Saga ${input.name}: the step for '${type}' is not a function.`);
     steps.set(type, step as SagaStep<TState, TIn, TIn, TOut>);
   }
@@ -137,8 +140,10 @@ export function defineSaga<TState extends SagaState, TIn extends SagaMessage, TO
     typeof from === 'function'
       ? (message: TIn) => ({ defined: true, value: from(message) })
       : (message: TIn) => {
-          const read = (from as Record<string, ((m: TIn) => unknown) | undefined>)[message.type];
-          return read ? { defined: true, value: read(message) } : { defined: false, value: undefined };
+          // Own properties only: a message type named `toString` or `constructor` must not find
+          // Object.prototype's function and correlate on whatever it returns.
+          const read = Object.hasOwn(from, message.type) ? (from as Record<string, unknown>)[message.type] : undefined;
+          return typeof read === 'function' ? { defined: true, value: read(message) } : { defined: false, value: undefined };
         };
 
   const completed = input.handleCompleted ?? false;

@@ -1,7 +1,9 @@
 import type { EntityMetadata } from '@mikro-orm/core';
 import type { SagaState } from '../entities/saga-state.js';
+import type { CorrelationCheck } from './correlation-value.js';
 import type { SagaDefinition } from './define-saga.js';
 import type { TimerDelivery } from './saga-runtime.js';
+import type { StateValuesCheck } from './state-values.js';
 import type { StepContextSettings } from './step-context.js';
 
 /** Any saga definition, whatever its state and message types. */
@@ -14,6 +16,10 @@ export interface RegisteredSaga {
   /** Metadata of the definition's state entity. */
   readonly meta: EntityMetadata;
   readonly settings: StepContextSettings;
+  /** Checks a message's correlation value against the correlation property's column (CORRELATION_INVALID). */
+  readonly checkCorrelation: CorrelationCheck;
+  /** Checks the state values a step set against their columns (STATE_VALUE_INVALID). */
+  readonly checkStateValues: StateValuesCheck;
 }
 
 /** Where a message goes: the instance with a correlation value, or a timer's own instance. */

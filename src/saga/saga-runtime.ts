@@ -3,11 +3,13 @@ import { type EntityManager, ReferenceKind } from '@mikro-orm/core';
 import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import { getCorrelationId } from '../correlation/correlation-context.js';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
+import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaState } from '../entities/saga-state.js';
 import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
 import { findHandledMessage } from '../sql/handled-message-statements.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type Clock, systemClock } from '../time/clock.js';
+import { checkCorrelationId, correlationCheckFor } from './correlation-value.js';
 import type { SagaDefinition, SagaMessage } from './define-saga.js';
 import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS } from './handle-result.js';
 import {
@@ -19,6 +21,8 @@ import {
 } from './handled-messages.js';
 import { messageTypeOf } from './message-type-of.js';
 import { type AnySagaDefinition, type HandleTarget, type RegisteredSaga, readStep } from './registered-saga.js';
+import { stateValuesCheckFor } from './state-values.js';
+import { labelOf, nameProblem } from './stored-text.js';
 import { classifyFailure, type FailureContext, RetryableConflict } from './unit-of-work/classify-failure.js';
 import { type IgnoredMessage, loadInstance } from './unit-of-work/load-instance.js';
 import { planTimerRetirement, planWrites } from './unit-of-work/plan-writes.js';
@@ -31,7 +35,7 @@ export const DEFAULT_MAX_ATTEMPTS = 10;
 export const DEFAULT_RETRY_BASE_DELAY_MS = 5;
 /** Default of `concurrency.maxDelayMs`: cap of the wait between two retries, in milliseconds. */
 export const DEFAULT_RETRY_MAX_DELAY_MS = 250;
-/** Default of `maxPayloadBytes`: largest JSON text of one timer or outbox message, in UTF-8 bytes. */
+/** Default of `maxPayloadBytes`: largest JSON text of one timer message, or of one outbox message with its headers, in UTF-8 bytes. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 65_536;
 
 /** Options of {@link SagaRuntime}. */
@@ -53,7 +57,10 @@ export interface SagaRuntimeOptions {
     /** Cap of any retry's random wait, ms. Default {@link DEFAULT_RETRY_MAX_DELAY_MS} (250). */
     readonly maxDelayMs?: number;
   };
-  /** Largest JSON text of a timer or outbox message, bytes. Default {@link DEFAULT_MAX_PAYLOAD_BYTES} (64 KiB). */
+  /**
+   * Largest JSON text of a timer message, or of a sent message and its headers together, in UTF-8 bytes.
+   * Default {@link DEFAULT_MAX_PAYLOAD_BYTES} (64 KiB).
+   */
   readonly maxPayloadBytes?: number;
   /**
    * Called after each message (including each timer delivery) was handled, with its result: for tracing and
@@ -182,8 +189,8 @@ export class SagaRuntime {
     if (!saga.definition.steps.has(type)) {
       throw new SagaValidationError(
         'MESSAGE_TYPE_UNKNOWN',
-        `Saga ${saga.definition.name} has no step for message type '${type}': add steps.${type}, or do not send it this message.`,
-        { sagaType: saga.definition.name, messageType: type },
+        `Saga ${saga.definition.name} has no step for message type ${labelOf(type)}: add a step for it, or do not send it this message.`,
+        { sagaType: saga.definition.name, messageType: labelOf(type) },
       );
     }
     const correlation = saga.definition.correlate(message);
@@ -201,9 +208,10 @@ export class SagaRuntime {
         { sagaType: saga.definition.name, messageType: type },
       );
     }
-    const correlationId = options.correlationId ?? getCorrelationId() ?? randomUUID();
+    const value = saga.checkCorrelation(correlation.value, type);
+    const correlationId = checkCorrelationId(options.correlationId ?? getCorrelationId() ?? randomUUID(), saga.definition.name);
     const messageId = options.messageId === undefined ? undefined : checkMessageId(options.messageId, saga.definition.name, type);
-    return this.run(saga, message, { kind: 'correlation', value: correlation.value, messageId }, correlationId);
+    return this.run(saga, message, { kind: 'correlation', value, messageId }, correlationId);
   }
 
   /**
@@ -305,6 +313,8 @@ export class SagaRuntime {
     return {
       definition,
       meta: meta!,
+      checkCorrelation: correlationCheckFor(definition.name, property!),
+      checkStateValues: stateValuesCheckFor(meta!),
       settings: {
         calendars: this.options.calendars,
         maxPayloadBytes: this.options.maxPayloadBytes,
@@ -488,6 +498,8 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSaga
     fail(`maxPayloadBytes must be a positive integer; got ${maxPayloadBytes}.`);
   const calendars = new Map(Object.entries(options.calendars ?? {}));
   for (const [key, calendar] of calendars) {
+    const keyIssue = nameProblem(key, { maxLength: COLUMN_LIMITS.calendarKey });
+    if (keyIssue) fail(`A calendar key ${keyIssue}: use keys of 1 to ${COLUMN_LIMITS.calendarKey} characters.`);
     if (typeof calendar?.addDuration !== 'function' || typeof calendar?.nextOpen !== 'function') {
       fail(`Calendar '${key}' must implement BusinessCalendar (addDuration and nextOpen).`);
     }

@@ -1,11 +1,13 @@
 import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaError, type SagaErrorDetails, SagaValidationError } from '../errors.js';
+import { dueAtProblem } from '../time/due-date-range.js';
 import { type Duration, toMilliseconds } from '../time/duration.js';
 import { TIMER_SCOPES, TimerPlan, type TimerScope } from '../timers/timer-plan.js';
 import type { AnyMessage, SagaMessage } from './define-saga.js';
 import { toJsonPayload } from './json-payload.js';
 import { messageTypeOf } from './message-type-of.js';
+import { kindOf, labelOf, nameProblem } from './stored-text.js';
 
 /** Options of {@link StepContext.schedule}. */
 export interface ScheduleOptions {
@@ -132,19 +134,20 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
 
   schedule(name: string, when: Duration | Date, message: SagaMessage, options: ScheduleOptions = {}): void {
     this.assertOpen();
+    const nameIssue = nameProblem(name, { maxLength: COLUMN_LIMITS.timerName, notBlank: true });
+    if (nameIssue) {
+      throw new SagaValidationError(
+        'TIMER_NAME_INVALID',
+        `A timer name of saga ${this.sagaType}/${this.sagaId} ${nameIssue}: use 1 to ${COLUMN_LIMITS.timerName} characters, not only spaces, without U+0000 or lone surrogates.`,
+        this.details(),
+      );
+    }
     const details = this.details({ timerName: name });
     if (this.completedBefore && this.isCompleted) {
       // Discarding it silently would lose a deadline (the article's refund after a cancellation).
       throw new SagaValidationError(
         'SAGA_COMPLETED',
         `Timer '${name}' was scheduled by a step of saga ${this.sagaType}/${this.sagaId}, which is completed: a completed saga keeps no timers. Call ctx.reopen() before ctx.schedule() to make the saga active again, or do not schedule here.`,
-        details,
-      );
-    }
-    if (typeof name !== 'string' || name.trim() === '' || name.length > COLUMN_LIMITS.timerName) {
-      throw new SagaValidationError(
-        'TIMER_NAME_INVALID',
-        `Timer name ${JSON.stringify(name)} of saga ${this.sagaType}/${this.sagaId} is invalid: use 1 to ${COLUMN_LIMITS.timerName} characters, not only spaces.`,
         details,
       );
     }
@@ -156,32 +159,8 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
         { ...details, messageType },
       );
     }
-    let calendar: BusinessCalendar | undefined;
-    if (options.calendar !== undefined) {
-      calendar = this.settings.calendars.get(options.calendar);
-      if (!calendar) {
-        const known = [...this.settings.calendars.keys()];
-        throw new SagaValidationError(
-          'CALENDAR_UNKNOWN',
-          `Timer '${name}' of saga ${this.sagaType} names calendar '${options.calendar}', which is not registered: register it in the runtime's 'calendars' option${known.length ? ` (registered: ${known.join(', ')})` : ' (none are registered)'}.`,
-          { ...details, calendarKey: options.calendar },
-        );
-      }
-    }
-    let dueAt: Date;
-    if (when instanceof Date) {
-      if (Number.isNaN(when.getTime())) {
-        throw new SagaValidationError(
-          'TIMER_DUE_INVALID',
-          `Timer '${name}' of saga ${this.sagaType} has an invalid due date: pass a valid Date or a delay.`,
-          details,
-        );
-      }
-      dueAt = calendar ? calendar.nextOpen(when) : new Date(when.getTime());
-    } else {
-      const ms = this.withDetails(() => toMilliseconds(when, `delay of timer '${name}'`), details);
-      dueAt = calendar ? calendar.addDuration(this.now, ms) : new Date(this.now.getTime() + ms);
-    }
+    const calendar = this.calendarOf(name, options.calendar, details);
+    const dueAt = this.dueAtOf(name, when, calendar, options.calendar, details);
     const payloadJson = toJsonPayload(message, `the message of timer '${name}'`, this.settings.maxPayloadBytes, details);
     const scope = options.scope ?? (this.settings.stepScopedByDefault ? TIMER_SCOPES.STEP : TIMER_SCOPES.SAGA);
     if (scope !== TIMER_SCOPES.STEP && scope !== TIMER_SCOPES.SAGA) {
@@ -204,30 +183,31 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
     this.assertOpen();
     const details = this.details();
     const messageType = messageTypeOf(message, `A message sent by saga ${this.sagaType}/${this.sagaId}`, details);
-    const payloadJson = toJsonPayload(message, `the '${messageType}' message`, this.settings.maxPayloadBytes, {
-      ...details,
-      messageType,
-    });
+    const what = `the '${messageType}' message`;
+    const payloadJson = toJsonPayload(message, what, this.settings.maxPayloadBytes, { ...details, messageType });
     const extra = options.headers ?? {};
-    for (const [key, value] of Object.entries(extra)) {
+    for (const [index, value] of Object.values(extra).entries()) {
       if (typeof value !== 'string') {
         throw new SagaValidationError(
           'PAYLOAD_NOT_SERIALIZABLE',
-          `Header '${key}' of the '${messageType}' message is not a string: headers are strings.`,
+          `Header #${index} of ${what} is ${kindOf(value)}, not a string: headers are strings.`,
           { ...details, messageType },
         );
       }
     }
-    this.outgoing.push({
-      messageType,
-      payloadJson,
-      headers: {
-        ...extra,
-        'correlation-id': this.correlationId,
-        'saga-type': this.sagaType,
-        'saga-id': this.sagaId,
-      },
-    });
+    const headers = { ...extra, 'correlation-id': this.correlationId, 'saga-type': this.sagaType, 'saga-id': this.sagaId };
+    // Headers are stored next to the payload: together they stay within maxPayloadBytes.
+    const headersJson = toJsonPayload(headers, `the headers of ${what}`, this.settings.maxPayloadBytes, { ...details, messageType });
+    const payloadBytes = Buffer.byteLength(payloadJson, 'utf8');
+    const headerBytes = Buffer.byteLength(headersJson, 'utf8');
+    if (payloadBytes + headerBytes > this.settings.maxPayloadBytes) {
+      throw new SagaValidationError(
+        'PAYLOAD_TOO_LARGE',
+        `${what} is ${payloadBytes} bytes of JSON and its headers ${headerBytes}, together over the limit of ${this.settings.maxPayloadBytes}: store large data elsewhere and send a reference, or raise maxPayloadBytes.`,
+        { ...details, messageType, bytes: payloadBytes + headerBytes, maxBytes: this.settings.maxPayloadBytes },
+      );
+    }
+    this.outgoing.push({ messageType, payloadJson, headers });
   }
 
   complete(): void {
@@ -243,6 +223,54 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
   /** Ends the context: the step has returned, later calls are refused. */
   close(): void {
     this.closed = true;
+  }
+
+  private calendarOf(name: string, key: string | undefined, details: SagaErrorDetails): BusinessCalendar | undefined {
+    if (key === undefined) return undefined;
+    const calendar = typeof key === 'string' ? this.settings.calendars.get(key) : undefined;
+    if (!calendar) {
+      const known = [...this.settings.calendars.keys()];
+      throw new SagaValidationError(
+        'CALENDAR_UNKNOWN',
+        `Timer '${name}' of saga ${this.sagaType} names calendar ${labelOf(key)}, which is not registered: register it in the runtime's 'calendars' option${known.length ? ` (registered: ${known.join(', ')})` : ' (none are registered)'}.`,
+        { ...details, calendarKey: labelOf(key) },
+      );
+    }
+    return calendar;
+  }
+
+  /** The due date of a timer, within the range both databases store, and never before its start. */
+  private dueAtOf(
+    name: string,
+    when: Duration | Date,
+    calendar: BusinessCalendar | undefined,
+    key: string | undefined,
+    details: SagaErrorDetails,
+  ): Date {
+    const invalid = (problem: string, fix: string) =>
+      new SagaValidationError('TIMER_DUE_INVALID', `Timer '${name}' of saga ${this.sagaType}: its due date ${problem}: ${fix}.`, details);
+    const range = 'keep due dates from 1970-01-01 to 9999-12-31 (UTC)';
+    const start = when instanceof Date ? when.getTime() : this.now.getTime();
+    if (when instanceof Date) {
+      const problem = dueAtProblem(start);
+      if (problem) throw invalid(problem, `pass a valid Date; ${range}`);
+    }
+    const ms = when instanceof Date ? 0 : this.withDetails(() => toMilliseconds(when, `delay of timer '${name}'`), details);
+    if (!calendar) {
+      const problem = dueAtProblem(start + ms);
+      if (problem) throw invalid(problem, `shorten the delay; ${range}`);
+      return new Date(start + ms);
+    }
+    // A calendar is application code: what it returns is checked like any other input (copies in, so it
+    // cannot change the step's clock).
+    const due = this.withDetails(
+      () => (when instanceof Date ? calendar.nextOpen(new Date(start)) : calendar.addDuration(new Date(start), ms)),
+      details,
+    ) as unknown;
+    const dueMs = due instanceof Date ? due.getTime() : Number.NaN;
+    const problem = dueAtProblem(dueMs) ?? (dueMs < start ? 'is before the instant it was computed from' : undefined);
+    if (problem) throw invalid(`(from calendar ${labelOf(key)}) ${problem}`, `fix the calendar or shorten the delay; ${range}`);
+    return new Date(dueMs);
   }
 
   private assertOpen(): void {

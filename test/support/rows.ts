@@ -16,6 +16,11 @@ export function rowsOf(orm: MikroORM) {
     handledMessages: (sagaId?: string) =>
       em().find(SagaHandledMessage, sagaId ? { sagaId } : {}, { orderBy: { processedAt: 'asc', messageId: 'asc' } }),
     outbox: (sagaId?: string) => em().find(SagaOutbox, sagaId ? { sagaId } : {}, { orderBy: { createdAt: 'asc', messageType: 'asc' } }),
+    /** Row counts of the saga table, saga_timer and saga_outbox: a refused message leaves all three unchanged. */
+    counts: async () => {
+      const fork = em();
+      return { sagas: await fork.count(ScriptedSaga), timers: await fork.count(SagaTimer), outbox: await fork.count(SagaOutbox) };
+    },
   };
 }
 

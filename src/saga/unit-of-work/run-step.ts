@@ -1,9 +1,11 @@
 import type { EntityManager } from '@mikro-orm/core';
 import type { SagaState } from '../../entities/saga-state.js';
 import { SagaValidationError } from '../../errors.js';
+import { TIMER_SCOPES } from '../../timers/timer-plan.js';
 import type { SagaMessage } from '../define-saga.js';
 import { type RegisteredSaga, readStep } from '../registered-saga.js';
 import { type FiringTimer, RecordingStepContext } from '../step-context.js';
+import { checkStepValue } from '../step-value.js';
 import type { LoadedInstance } from './load-instance.js';
 
 /** What the step decided: the context's record plus what changed on the state entity. */
@@ -41,10 +43,10 @@ export async function runStep(
   const { state } = instance;
   const facts = { sagaType: definition.name, sagaId: state.id, isNew: instance.isNew, completed: instance.before.completed };
   const ctx = new RecordingStepContext({ ...facts, ...input }, saga.settings);
-  const step = definition.steps.get(message.type)!;
+  const run = definition.steps.get(message.type)!;
   const owned = runtimeColumnsOf(state);
   try {
-    await step(state, message, ctx);
+    await run(state, message, ctx);
   } finally {
     ctx.close();
   }
@@ -53,12 +55,18 @@ export async function runStep(
   if (!ctx.completed && state.completedAt) state.completedAt = null; // reopened
   const uow = em.getUnitOfWork();
   uow.computeChangeSets();
-  return {
-    ctx,
-    changed: uow.getChangeSets().length > 0,
-    completed: state.completedAt !== null,
-    step: readStep(state, definition.stepProperty),
-  };
+  saga.checkStateValues(state, uow.getChangeSets(), definition.name, state.id);
+  const completed = state.completedAt !== null;
+  const step = readStep(state, definition.stepProperty);
+  // Step-scoped timers store the step value in saga_timer.step (null without a stepProperty).
+  const scheduled = completed ? [] : ctx.timers.scheduled;
+  checkStepValue(
+    step,
+    scheduled.some((t) => t.scope === TIMER_SCOPES.STEP),
+    definition.name,
+    state.id,
+  );
+  return { ctx, changed: uow.getChangeSets().length > 0, completed, step };
 }
 
 /** The columns the runtime owns: a step may read them, never change them (a new `id` would orphan the timers). */

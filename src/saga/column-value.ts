@@ -1,0 +1,98 @@
+import type { EntityProperty } from '@mikro-orm/core';
+import { exceedsCodePoints, kindOf, textProblem } from './stored-text.js';
+
+// MikroORM's length of a `string` property declared without one (varchar(255) on PostgreSQL; SQLite has none).
+export const DEFAULT_VARCHAR_LENGTH = 255;
+const INT16 = { min: -32_768, max: 32_767 } as const;
+const INT32 = { min: -2_147_483_648, max: 2_147_483_647 } as const;
+const INT64 = { min: -(2n ** 63n), max: 2n ** 63n - 1n } as const;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+const SMALL_INTEGER_TYPES = new Set(['smallint', 'tinyint', 'smallinttype', 'tinyinttype']);
+const INTEGER_TYPES = new Set(['integer', 'int', 'int4', 'mediumint', 'number', 'integertype', 'mediuminttype']);
+const TEXT_TYPES = new Set(['text', 'texttype']);
+
+/**
+ * What a column accepts, read once from a property's MikroORM metadata, so that a value is checked the same way
+ * on PostgreSQL and SQLite (SQLite would store a 1.5 in an integer column, a string longer than its varchar, or a
+ * U+0000 that PostgreSQL refuses). `maxLength` is in code points; undefined for an unbounded `text`.
+ */
+export type Accepted =
+  | { readonly kind: 'string'; readonly maxLength: number | undefined }
+  | { readonly kind: 'uuid' }
+  | { readonly kind: 'integer'; readonly min: number; readonly max: number }
+  | { readonly kind: 'number' }
+  | { readonly kind: 'bigint' }
+  | { readonly kind: 'enum'; readonly items: readonly unknown[] };
+
+/**
+ * What `property` accepts; `undefined` for a type this library does not check (boolean, date, json, decimal).
+ * `textLength` is the limit of a `text` column declared without `length`.
+ */
+export function acceptedBy(property: EntityProperty, textLength: number | undefined): Accepted | undefined {
+  if (property.enum && Array.isArray(property.items)) return { kind: 'enum', items: property.items };
+  const type = String(property.type).toLowerCase();
+  switch (property.runtimeType) {
+    case 'string':
+      if (type === 'uuid' || type === 'uuidtype') return { kind: 'uuid' };
+      if (type === 'decimal' || type === 'decimaltype') return undefined;
+      return {
+        kind: 'string',
+        maxLength: property.length ?? (TEXT_TYPES.has(type) ? textLength : DEFAULT_VARCHAR_LENGTH),
+      };
+    case 'number':
+      if (SMALL_INTEGER_TYPES.has(type)) return { kind: 'integer', ...INT16 };
+      if (INTEGER_TYPES.has(type)) return { kind: 'integer', ...INT32 };
+      if (type === 'bigint' || type === 'biginttype')
+        return { kind: 'integer', min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER };
+      return { kind: 'number' };
+    case 'bigint':
+      return { kind: 'bigint' };
+    default:
+      return undefined;
+  }
+}
+
+/** Why `value` is not accepted, phrased to follow "a value that ...", or undefined. It quotes no value. */
+export function problemOf(value: unknown, accepted: Accepted): string | undefined {
+  switch (accepted.kind) {
+    case 'string':
+    case 'uuid': {
+      if (typeof value !== 'string') return `is ${kindOf(value)}`;
+      if (accepted.kind === 'uuid') return UUID.test(value.toLowerCase()) ? undefined : 'is not a uuid';
+      if (accepted.maxLength !== undefined && exceedsCodePoints(value, accepted.maxLength))
+        return `is longer than ${accepted.maxLength} characters`;
+      return textProblem(value);
+    }
+    case 'integer':
+    case 'number':
+      if (typeof value !== 'number') return `is ${kindOf(value)}`;
+      if (!Number.isFinite(value)) return `is ${value}`;
+      if (accepted.kind === 'number') return undefined;
+      if (!Number.isInteger(value)) return 'is not an integer';
+      return value < accepted.min || value > accepted.max ? 'is outside the column range' : undefined;
+    case 'bigint':
+      if (typeof value !== 'bigint') return `is ${kindOf(value)}`;
+      return value < INT64.min || value > INT64.max ? 'is outside the 64-bit range' : undefined;
+    case 'enum':
+      return accepted.items.includes(value) ? undefined : 'is not one of its enum items';
+  }
+}
+
+/** What `accepted` takes, for error messages. */
+export function describe(accepted: Accepted): string {
+  switch (accepted.kind) {
+    case 'string':
+      return `a string${accepted.maxLength === undefined ? '' : ` of at most ${accepted.maxLength} characters`} without U+0000 or lone surrogates`;
+    case 'uuid':
+      return 'a uuid string (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)';
+    case 'integer':
+      return `an integer number from ${accepted.min} to ${accepted.max}`;
+    case 'number':
+      return 'a finite number';
+    case 'bigint':
+      return 'a BigInt within 64 bits';
+    case 'enum':
+      return `one of the ${accepted.items.length} items of its enum`;
+  }
+}

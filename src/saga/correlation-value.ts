@@ -1,0 +1,71 @@
+import type { EntityProperty } from '@mikro-orm/core';
+import { SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
+import { acceptedBy, DEFAULT_VARCHAR_LENGTH, describe, problemOf } from './column-value.js';
+import { kindOf, textProblem } from './stored-text.js';
+
+/** Length limit, in code points, of a string correlation property declared without `length` (MikroORM's varchar default). */
+export const DEFAULT_CORRELATION_LENGTH = DEFAULT_VARCHAR_LENGTH;
+/**
+ * Length limit, in code points, of a correlation property of type `text` declared without `length`: 500 code
+ * points are at most 2,000 UTF-8 bytes, under PostgreSQL's limit of 2,704 bytes for one unique-index entry.
+ */
+export const MAX_TEXT_CORRELATION_LENGTH = 500;
+
+/**
+ * Checks one message's correlation value against the correlation property and returns the value to look
+ * up (a uuid in lower case, anything else as given).
+ * @throws SagaCorrelationError `CORRELATION_INVALID`.
+ */
+export type CorrelationCheck = (value: unknown, messageType: string) => unknown;
+
+/**
+ * Builds the correlation check of one saga from its correlation property's MikroORM metadata, once, when the
+ * saga is registered. A correlation value must be a value of the property's own type, so that it can only
+ * ever be compared for equality: an object or array would reach `em.findOne` as a query operator
+ * (`{ $ne: 'x' }` finds another customer's saga).
+ *
+ * - string (`varchar(n)`, `text`): a string of at most `n` code points (default {@link DEFAULT_CORRELATION_LENGTH},
+ *   `text` {@link MAX_TEXT_CORRELATION_LENGTH}), without U+0000 or lone surrogates;
+ * - `uuid`: a uuid in its 36-character form, any case (looked up in lower case, as PostgreSQL stores it);
+ * - integer columns: an integer number within the column's range (`smallint` 16 bits, `integer` 32 bits, a
+ *   `bigint` mapped to number within `Number.MAX_SAFE_INTEGER`);
+ * - other number columns (`double`, `float`): a finite number;
+ * - `bigint` mapped to bigint: a BigInt within 64 bits; an enum: one of its items.
+ *
+ * @throws SagaDefinitionError `DEFINITION_INVALID` for a property of another type (boolean, date, json, decimal...).
+ */
+export function correlationCheckFor(sagaType: string, property: EntityProperty): CorrelationCheck {
+  const accepted = acceptedBy(property, MAX_TEXT_CORRELATION_LENGTH);
+  if (!accepted) {
+    throw new SagaDefinitionError(
+      'DEFINITION_INVALID',
+      `Saga ${sagaType}: correlation property ${property.name} has type ${String(property.type)}; correlate on a string, uuid, integer, number or bigint property.`,
+      { sagaType },
+    );
+  }
+  const rule = describe(accepted);
+  return (value, messageType) => {
+    const problem = problemOf(value, accepted);
+    if (problem === undefined) return accepted.kind === 'uuid' ? (value as string).toLowerCase() : value;
+    throw new SagaCorrelationError(
+      'CORRELATION_INVALID',
+      `Message '${messageType}' gives saga ${sagaType} a correlation value for ${property.name} that ${problem}: it must be ${rule}. Correlation values are compared for equality only; fix the message or its correlation.from.`,
+      { sagaType, messageType, property: property.name },
+    );
+  };
+}
+
+/**
+ * Checks the correlation id a message is handled under (from `handle()` options or the ambient context): it is
+ * stored on timers and outbox rows and sent as a header, so it must be text both databases store alike.
+ * @throws SagaValidationError `OPTION_INVALID`.
+ */
+export function checkCorrelationId(correlationId: unknown, sagaType: string): string {
+  const problem = typeof correlationId === 'string' ? textProblem(correlationId) : `is ${kindOf(correlationId)}`;
+  if (problem === undefined) return correlationId as string;
+  throw new SagaValidationError(
+    'OPTION_INVALID',
+    `The correlation id of a message for ${sagaType} ${problem}: pass a string without U+0000 or lone surrogates as correlationId, or none.`,
+    { sagaType },
+  );
+}

@@ -1,0 +1,56 @@
+import type { ChangeSet, EntityMetadata } from '@mikro-orm/core';
+import { SagaValidationError } from '../errors.js';
+import { type Accepted, acceptedBy, describe, problemOf } from './column-value.js';
+import { kindOf } from './stored-text.js';
+
+/** Earliest Date a state column takes: 0001-01-01T00:00:00.000Z (four-digit years, as for due dates). */
+// Date.UTC maps years 0 to 99 to 1900 to 1999, so the first instant of year 1 is written out.
+export const EARLIEST_STATE_DATE_MS = -62_135_596_800_000;
+/** Latest Date a state column takes: 9999-12-31T23:59:59.999Z. */
+export const LATEST_STATE_DATE_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/**
+ * Checks the state properties a step changed, before anything is written.
+ * @throws SagaValidationError `STATE_VALUE_INVALID` naming the property (never its value).
+ */
+export type StateValuesCheck = (state: object, changeSets: readonly ChangeSet<object>[], sagaType: string, sagaId: string) => void;
+
+type ColumnRule = Accepted | { readonly kind: 'date' };
+
+/**
+ * Builds the state check of one saga from its entity metadata, once, at registration. It covers the scalar
+ * columns whose type the library knows (strings, uuids, numbers, bigints, enums, Dates); others (json, boolean,
+ * custom types) are left to MikroORM and the database. A step copying message text into its state is the usual
+ * way a U+0000 or an over-long string gets there: PostgreSQL would refuse it at COMMIT time, SQLite would store it.
+ */
+export function stateValuesCheckFor(meta: EntityMetadata): StateValuesCheck {
+  const rules = new Map<string, ColumnRule>();
+  for (const property of meta.props) {
+    if (property.kind !== 'scalar') continue;
+    const rule: ColumnRule | undefined = property.runtimeType === 'Date' ? { kind: 'date' } : acceptedBy(property, undefined);
+    if (rule) rules.set(property.name, rule);
+  }
+  return (state, changeSets, sagaType, sagaId) => {
+    for (const changeSet of changeSets) {
+      for (const name of Object.keys(changeSet.payload ?? {})) {
+        const rule = rules.get(name);
+        const value = (state as Record<string, unknown>)[name];
+        if (!rule || value === null || value === undefined) continue;
+        const problem = rule.kind === 'date' ? dateProblem(value) : problemOf(value, rule);
+        if (problem === undefined) continue;
+        throw new SagaValidationError(
+          'STATE_VALUE_INVALID',
+          `A step of saga ${sagaType}/${sagaId} set ${name} to a value that ${problem}: it must be ${rule.kind === 'date' ? 'a valid Date from year 1 to 9999' : describe(rule)}. Nothing was written; check what the step copies from its message.`,
+          { sagaType, sagaId, property: name },
+        );
+      }
+    }
+  };
+}
+
+function dateProblem(value: unknown): string | undefined {
+  if (!(value instanceof Date)) return `is ${kindOf(value)}, not a Date`;
+  const ms = value.getTime();
+  if (Number.isNaN(ms)) return 'is an invalid Date';
+  return ms < EARLIEST_STATE_DATE_MS || ms > LATEST_STATE_DATE_MS ? 'is outside years 1 to 9999' : undefined;
+}
