@@ -33,7 +33,7 @@ export const SAGA_ERROR_CODES = {
   PERSISTENCE_FAILED: 'PERSISTENCE_FAILED',
   /** The database is not supported by this library (only PostgreSQL and SQLite are). */
   DIALECT_UNSUPPORTED: 'DIALECT_UNSUPPORTED',
-  /** The library tables are missing or out of date. */
+  /** A table or column the runtime needs (a library table or a saga's own) is missing; raised as `SagaSchemaError`. */
   SCHEMA_INVALID: 'SCHEMA_INVALID',
   /** An option passed to a library entry point is out of range. */
   OPTION_INVALID: 'OPTION_INVALID',

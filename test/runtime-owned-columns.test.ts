@@ -1,4 +1,5 @@
 // Issue 6 point 3 on every database: id, version, createdAt, updatedAt and completedAt stay the runtime's.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { SagaRuntime, SagaValidationError } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
@@ -99,4 +100,60 @@ for (const dialect of DIALECTS) {
       expect(await rowsOf(db().orm).saga(key)).toMatchObject({ log: `0@${clock.now().toISOString()}` });
     });
   });
+}
+
+const OWNED = ['id', 'version', 'createdAt', 'updatedAt', 'completedAt'] as const;
+type Owned = (typeof OWNED)[number];
+
+/** A hostile value for a runtime column: another uuid, a number, a date, null, or a value of the wrong type. */
+const hostileValue = (current: Record<Owned, unknown>) =>
+  fc.oneof(
+    fc.uuid(),
+    fc.integer(),
+    fc.date({ noInvalidDate: true }),
+    fc.constant(null),
+    fc.string(),
+    fc.constant({ $ne: 1 }),
+    // The same instant as the stored value, as another type: still a change.
+    fc.constantFrom(
+      ...OWNED.map((column) => current[column])
+        .filter((v): v is Date => v instanceof Date)
+        .map((d) => d.getTime()),
+    ),
+  );
+
+for (const dialect of DIALECTS) {
+  describe(`runtime-owned columns, property-based (${dialect})`, () => {
+    const db = useDatabase(dialect, [ScriptedSaga]);
+
+    it('any change to any non-empty set of runtime columns is STATE_COLUMN_READONLY and leaves the row as it was', async () => {
+      const clock = new FakeClock();
+      const key = uniqueKey('own-prop');
+      await new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock }).handle(scriptedSaga, { type: 'Start', key });
+      const before = await rowsOf(db().orm).saga(key);
+      const changes = fc
+        .dictionary(fc.constantFrom(...OWNED), hostileValue(before as unknown as Record<Owned, unknown>), { minKeys: 1 })
+        .filter((change) => Object.entries(change).some(([column, value]) => !sameValue(before![column as Owned], value)));
+      await fc.assert(
+        fc.asyncProperty(changes, async (change) => {
+          const saga = scriptedVariant('Tamper', (state, _m, ctx) => {
+            state.counter += 1;
+            Object.assign(state, change);
+            ctx.send({ type: 'Leaked' });
+          });
+          const runtime = new SagaRuntime({ em: db().orm.em, sagas: [saga], clock });
+          const error = await runtime.handle(saga, { type: 'Tamper', key }).catch((e: unknown) => e);
+          expect(error).toMatchObject({ code: 'STATE_COLUMN_READONLY' });
+          expect(await rowsOf(db().orm).saga(key)).toEqual(before);
+          expect(await rowsOf(db().orm).outbox(before!.id)).toEqual([]);
+        }),
+        { numRuns: 30 },
+      );
+    });
+  });
+}
+
+function sameValue(current: unknown, next: unknown): boolean {
+  if (current instanceof Date && next instanceof Date) return current.getTime() === next.getTime();
+  return Object.is(current, next);
 }

@@ -4,7 +4,7 @@ export const HANDLE_OUTCOMES = {
   STARTED: 'started',
   /** The message ran its step on an existing instance (which may have changed nothing). */
   HANDLED: 'handled',
-  /** The message was not handled; `reason` says why. Nothing was written. */
+  /** The message was not handled; `reason` says why. Nothing was written, except that a timer delivering it is stamped `discarded`. */
   IGNORED: 'ignored',
   /** A timer firing lost its claim (cancelled, replaced or already fired); nothing was written. */
   STALE: 'stale',

@@ -74,19 +74,24 @@ export const RUNTIME_COLUMNS = ['id', 'version', 'createdAt', 'updatedAt', 'comp
 
 type RuntimeColumnValues = Record<(typeof RUNTIME_COLUMNS)[number], unknown>;
 
-/** Comparable values: a Date is read as its time, so changing it in place (`setTime`) counts as a change. */
+/** The values as read; a Date is copied, so changing it in place (`setTime`) counts as a change. */
 function runtimeColumnsOf(state: SagaState): RuntimeColumnValues {
   const values = {} as RuntimeColumnValues;
   for (const column of RUNTIME_COLUMNS) {
     const value: unknown = state[column];
-    values[column] = value instanceof Date ? value.getTime() : value;
+    values[column] = value instanceof Date ? new Date(value.getTime()) : value;
   }
   return values;
 }
 
+/** Two Dates are the same when their times are; anything else (a number of the same time included) by identity. */
+function sameValue(before: unknown, after: unknown): boolean {
+  if (before instanceof Date && after instanceof Date) return Object.is(before.getTime(), after.getTime());
+  return Object.is(before, after);
+}
+
 function assertRuntimeColumnsUnchanged(sagaType: string, state: SagaState, before: RuntimeColumnValues): void {
-  const after = runtimeColumnsOf(state);
-  const changed = RUNTIME_COLUMNS.filter((column) => !Object.is(before[column], after[column]));
+  const changed = RUNTIME_COLUMNS.filter((column) => !sameValue(before[column], state[column]));
   if (changed.length === 0) return;
   throw new SagaValidationError(
     'STATE_COLUMN_READONLY',
