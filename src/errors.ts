@@ -49,6 +49,8 @@ export const SAGA_ERROR_CODES = {
   COMMIT_OUTCOME_UNKNOWN: 'COMMIT_OUTCOME_UNKNOWN',
   /** A message id is not a string of 1 to 200 characters the databases store as given. */
   MESSAGE_ID_INVALID: 'MESSAGE_ID_INVALID',
+  /** A dispatcher pass failed as a whole (database unreachable, a statement failed); `result` says what it did first. */
+  DISPATCH_PASS_FAILED: 'DISPATCH_PASS_FAILED',
 } as const;
 
 /** Union of every error code the library raises. */
