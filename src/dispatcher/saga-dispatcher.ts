@@ -578,7 +578,9 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 }
 
+/** For logs: the error, and for a failed pass the driver error behind it. */
 function describe(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return String(error);
+  if (!(error instanceof Error)) return String(error);
+  const text = `${error.name}: ${error.message}`;
+  return error instanceof SagaDispatchError ? `${text} Cause: ${describe(error.cause)}` : text;
 }
