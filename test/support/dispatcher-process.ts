@@ -33,7 +33,24 @@ if (!location || !['drain', 'hang', 'poison'].includes(mode ?? '') || !['postgre
   process.exit(2);
 }
 const options = JSON.parse(json ?? '{}') as ChildOptions;
-const orm = await MikroORM.init(connectionOptions(dialect as DialectName, location, [ScriptedSaga]));
+/**
+ * Opens the ORM with a pool no larger than the deliveries need. The PostgreSQL server is shared by parallel
+ * test files: when it has no connection slot free ("too many clients"), opening is retried a bounded number
+ * of times instead of failing the process before it dispatched anything.
+ */
+async function openOrm(): Promise<MikroORM> {
+  const config = connectionOptions(dialect as DialectName, location!, [ScriptedSaga]);
+  const pool = dialect === 'postgresql' ? { pool: { min: 0, max: (options.concurrency ?? 10) + 3 } } : {};
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await MikroORM.init({ ...config, ...pool });
+    } catch (error) {
+      if (attempt >= 40 || !/too many clients/i.test(String((error as Error)?.message))) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}
+const orm = await openOrm();
 const print = (line: object) => process.stdout.write(`${JSON.stringify({ pid: process.pid, ...line })}\n`);
 
 /** Runs passes until one claims nothing; a failed pass (database busy) is counted and run again. */
