@@ -61,6 +61,8 @@ export const SAGA_ERROR_CODES = {
    * surrogate, longer than the column, a fraction in an integer column, an invalid Date...).
    */
   STATE_VALUE_INVALID: 'STATE_VALUE_INVALID',
+  /** A dispatcher pass failed as a whole (database unreachable, a statement failed); `result` says what it did first. */
+  DISPATCH_PASS_FAILED: 'DISPATCH_PASS_FAILED',
 } as const;
 
 /** Union of every error code the library raises. */

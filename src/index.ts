@@ -4,6 +4,7 @@ export type { BusinessCalendar } from './calendars/business-calendar.js';
 export type { WeekdayCalendarOptions } from './calendars/weekday-calendar.js';
 export { WeekdayCalendar } from './calendars/weekday-calendar.js';
 export { getCorrelationId, runWithCorrelationId } from './correlation/correlation-context.js';
+export { SagaDispatchError } from './dispatcher/dispatch-pass-error.js';
 export type {
   CatchUpPolicy,
   OutboxPublisher,
@@ -23,7 +24,9 @@ export {
   DEFAULT_LEASE_MS,
   DEFAULT_MAX_CATCH_UP_AGE_MS,
   DEFAULT_POLL_INTERVAL_MS,
+  DEFAULT_STOP_GRACE_MS,
 } from './dispatcher/dispatcher-options.js';
+export type { LeaseRenewal } from './dispatcher/lease-keeper.js';
 export type { OutboxEnvelope } from './dispatcher/outbox-envelope.js';
 export type { DispatcherEvents, DispatchPassResult } from './dispatcher/saga-dispatcher.js';
 export { SagaDispatcher } from './dispatcher/saga-dispatcher.js';

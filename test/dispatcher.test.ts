@@ -11,11 +11,16 @@ import {
   SagaTimer,
   silentLogger,
 } from '../src/index.js';
+import { DISPATCH_TABLES, markDeliveryStarted } from '../src/sql/dispatch-statements.js';
 import { advanceAndDrain, drainDueTimers, FakeClock } from '../src/testing/index.js';
 import { type Action, type ScriptedMessage, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
+
+/** Claims due timers the way a dispatcher that then dies would. */
+const claimTimers = async (runtime: SagaRuntime, now: Date, leaseUntil: Date) =>
+  (await claimDueTimers(runtime.context, now, leaseUntil, 10)).rows;
 
 const tick = (label: string, actions?: Action[]): ScriptedMessage => ({ type: 'Tick', label, ...(actions ? { actions } : {}) });
 
@@ -84,32 +89,20 @@ for (const dialect of DIALECTS) {
         const { key } = await start(runtime, [{ op: 'schedule', name: 'r', after: 1_000, message: tick('r', [{ op: 'inc' }]) }]);
         clock.advance(1_000);
         const lease = new Date(clock.now().getTime() + 30_000);
-        const [claimed] = await claimDueTimers(db().orm.em.fork(), runtime.dialect, clock.now(), lease, 10);
+        const [claimed] = await claimTimers(runtime, clock.now(), lease);
         // Replaced after the claim: new token, so the old claim cannot fire it.
         await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'schedule', name: 'r', after: 9_000 }] });
         expect(await runtime.deliverTimer(claimed!)).toMatchObject({ outcome: 'stale', version: 0 });
         expect(await rows.saga(key)).toMatchObject({ counter: 0, version: 0 });
         // Fired once, then delivered again with the same claim.
         clock.advance(9_000);
-        const [again] = await claimDueTimers(
-          db().orm.em.fork(),
-          runtime.dialect,
-          clock.now(),
-          new Date(clock.now().getTime() + 30_000),
-          10,
-        );
+        const [again] = await claimTimers(runtime, clock.now(), new Date(clock.now().getTime() + 30_000));
         expect(await runtime.deliverTimer(again!)).toMatchObject({ outcome: 'handled', version: 1 });
         expect(await runtime.deliverTimer(again!)).toMatchObject({ outcome: 'stale' });
         expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:r;', version: 1 });
         // Cancelled after the claim.
         await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'schedule', name: 'c', after: 0 }] });
-        const [third] = await claimDueTimers(
-          db().orm.em.fork(),
-          runtime.dialect,
-          clock.now(),
-          new Date(clock.now().getTime() + 30_000),
-          10,
-        );
+        const [third] = await claimTimers(runtime, clock.now(), new Date(clock.now().getTime() + 30_000));
         await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'cancel', name: 'c' }] });
         expect(await runtime.deliverTimer(third!)).toMatchObject({ outcome: 'stale' });
         expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:r;', version: 1 });
@@ -121,7 +114,7 @@ for (const dialect of DIALECTS) {
         await quiet(dispatcher);
         const { key, sagaId } = await start(runtime, [{ op: 'schedule', name: 'x', after: 0 }]);
         // A dispatcher claims the timer, then dies before delivering it.
-        const claims = await claimDueTimers(db().orm.em.fork(), runtime.dialect, clock.now(), new Date(clock.now().getTime() + 30_000), 10);
+        const claims = await claimTimers(runtime, clock.now(), new Date(clock.now().getTime() + 30_000));
         expect(claims).toHaveLength(1);
         expect(await dispatcher.runOnce()).toMatchObject({ timers: { claimed: 0 } });
         expect(await rows.pendingTimers(sagaId)).toHaveLength(1);
@@ -225,16 +218,17 @@ for (const dialect of DIALECTS) {
         expect((await rows.pendingTimers(poison.sagaId)).map((t) => t.name)).toEqual(['poison-0']);
       });
 
-      it('a timer whose deliveries keep dying with their dispatcher is dead-lettered, not retried forever', async () => {
+      it('a timer whose started deliveries keep dying with their dispatcher is dead-lettered, not retried forever', async () => {
         const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 3, leaseMs: 30_000 });
         await quiet(dispatcher);
         const { key, sagaId } = await start(runtime, [
           { op: 'schedule', name: 'killer', after: 0, message: tick('killer', [{ op: 'inc' }]) },
         ]);
-        // Three dispatchers claim it in turn and die before finishing (no failure recorded, lease left behind).
+        // Three dispatchers claim it in turn, start its delivery and die before finishing (lease left behind).
         for (let crash = 0; crash < 3; crash++) {
           const lease = new Date(clock.now().getTime() + 30_000);
-          expect(await claimDueTimers(db().orm.em.fork(), runtime.dialect, clock.now(), lease, 10)).toHaveLength(1);
+          const [claim] = await claimTimers(runtime, clock.now(), lease);
+          expect(await markDeliveryStarted(runtime.context, DISPATCH_TABLES.timer, claim!, clock.now())).toBe(1);
           clock.advance(30_000);
         }
         const [taken] = await rows.pendingTimers(sagaId);
@@ -245,6 +239,23 @@ for (const dialect of DIALECTS) {
         expect(dead).toMatchObject({ outcome: 'dead_lettered', attempts: 3, lockedUntil: null });
         expect(dead?.deadLetterReason).toMatch(/failed 3 time\(s\), the last with: LeaseExpired/);
         expect(await rows.saga(key)).toMatchObject({ counter: 0, version: 0 });
+      });
+
+      it('a claim whose dispatcher died before the delivery started is taken over without charging an attempt', async () => {
+        const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 2, leaseMs: 30_000 });
+        await quiet(dispatcher);
+        const { key, sagaId } = await start(runtime, [
+          { op: 'schedule', name: 'waiting', after: 0, message: tick('waiting', [{ op: 'inc' }]) },
+        ]);
+        // Claimed in a batch five times by dispatchers that died before reaching this row.
+        for (let crash = 0; crash < 5; crash++) {
+          expect(await claimTimers(runtime, clock.now(), new Date(clock.now().getTime() + 30_000))).toHaveLength(1);
+          clock.advance(30_000);
+        }
+        expect(await rows.pendingTimers(sagaId)).toMatchObject([{ attempts: 0, lastError: null }]);
+        expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 1, deadLettered: 0 });
+        expect(await rows.saga(key)).toMatchObject({ counter: 1, log: 'started;tick:waiting;' });
+        expect((await rows.timers({ sagaId }))[0]).toMatchObject({ outcome: 'fired', attempts: 0 });
       });
 
       it('a timer whose saga type is no longer registered fails and is dead-lettered with the reason', async () => {

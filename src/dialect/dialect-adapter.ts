@@ -8,7 +8,11 @@ import { SagaError } from '../errors.js';
 export interface DialectAdapter {
   /** For messages and logs only. */
   readonly name: 'postgresql' | 'sqlite';
-  /** Whether due rows can be claimed in one statement with `FOR UPDATE SKIP LOCKED`. */
+  /**
+   * Whether the due-row subquery of a claim can say `FOR UPDATE SKIP LOCKED`, so concurrent dispatchers take
+   * disjoint batches without waiting. Without it the claim is still one UPDATE statement, which takes the
+   * database's write lock before it reads (SQLite), so concurrent claims run one after the other.
+   */
   readonly supportsSkipLocked: boolean;
   /**
    * Whether a COMMIT that fails on the client's side may still have been applied: true over a network (the
@@ -16,7 +20,12 @@ export interface DialectAdapter {
    * returns or leaves the transaction uncommitted.
    */
   readonly commitCanFailAfterApplying: boolean;
-  /** Reads a JSON column value returned by a native query. */
+  /** A SQL expression that yields a new random uuid for each row it is evaluated for. */
+  readonly newTokenSql: string;
+  /**
+   * Reads a JSON column value returned by a native query.
+   * @throws SyntaxError when the stored text is not JSON (a column that holds text, as on SQLite).
+   */
   readJson(value: unknown): unknown;
   /** Reads a timestamp column value returned by a native query. */
   readDate(value: unknown): Date | null;
@@ -26,7 +35,9 @@ const postgresql: DialectAdapter = {
   name: 'postgresql',
   supportsSkipLocked: true,
   commitCanFailAfterApplying: true,
-  readJson: (value) => (typeof value === 'string' ? JSON.parse(value) : value),
+  newTokenSql: 'gen_random_uuid()',
+  // The pg driver already parses json and jsonb columns: a string here is a JSON string value, not JSON text.
+  readJson: (value) => value,
   readDate: (value) => (value == null ? null : value instanceof Date ? value : new Date(value as string)),
 };
 
@@ -35,6 +46,9 @@ const sqlite: DialectAdapter = {
   name: 'sqlite',
   supportsSkipLocked: false,
   commitCanFailAfterApplying: false,
+  // A version 4 uuid from random pieces; randomblob() is evaluated again for every row an UPDATE touches.
+  newTokenSql:
+    "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))",
   readJson: (value) => (typeof value === 'string' ? JSON.parse(value) : value),
   readDate: (value) =>
     value == null ? null : new Date(typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : (value as number)),

@@ -1,8 +1,6 @@
-import { randomUUID } from 'node:crypto';
-import type { EntityManager } from '@mikro-orm/core';
-import type { DialectAdapter } from '../dialect/dialect-adapter.js';
 import type { TimerDelivery } from '../saga/saga-runtime.js';
-import { claimDueRowsSkipLocked, claimRowByToken, DISPATCH_TABLES, type DispatchTable, selectDueRows } from '../sql/dispatch-statements.js';
+import type { DatabaseContext } from '../sql/database-context.js';
+import { type Claim, claimDueRows, DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
 import type { OutboxEnvelope } from './outbox-envelope.js';
 
 /** A claimed outbox row: the envelope and the claim token. */
@@ -13,79 +11,140 @@ export interface ClaimedOutboxRow {
 }
 
 /**
- * Claims up to `limit` due rows of `table` under a lease, oldest first. On PostgreSQL one statement
- * (`FOR UPDATE SKIP LOCKED`); elsewhere each row is taken by its concurrency token inside one transaction,
- * so two dispatchers that read the same row cannot both own it.
+ * A claimed row that cannot be turned into a delivery (its payload or headers are not JSON of the right
+ * shape, a timestamp is unreadable): it is dead-lettered alone, without a delivery.
  */
-async function claimDueRows(
-  em: EntityManager,
-  dialect: DialectAdapter,
-  table: DispatchTable,
-  now: Date,
-  leaseUntil: Date,
-  limit: number,
-): Promise<Record<string, unknown>[]> {
-  if (dialect.supportsSkipLocked) {
-    return em.transactional((tx) => claimDueRowsSkipLocked(tx, table, now, leaseUntil, limit));
-  }
-  return em.transactional(async (tx) => {
-    const claimed: Record<string, unknown>[] = [];
-    for (const due of await selectDueRows(tx, table, now, limit)) {
-      claimed.push(...(await claimRowByToken(tx, table, due.id, due.token, randomUUID(), leaseUntil)));
-    }
-    return claimed;
-  });
+export interface UndecodableRow extends Claim {
+  readonly table: DispatchTable;
+  readonly sagaType: string;
+  readonly sagaId: string;
+  /** What is wrong with the row, without quoting it. */
+  readonly problem: string;
 }
 
-const byAvailability = (dialect: DialectAdapter) => (a: Record<string, unknown>, b: Record<string, unknown>) =>
-  dialect.readDate(a.available_at)!.getTime() - dialect.readDate(b.available_at)!.getTime() || String(a.id).localeCompare(String(b.id));
+/** The rows one claim took: those to deliver, oldest first, and those that cannot be decoded. */
+export interface ClaimedRows<T> {
+  readonly rows: T[];
+  readonly undecodable: UndecodableRow[];
+}
 
 /** Claims due timers and turns them into deliveries for the runtime. */
-export async function claimDueTimers(
-  em: EntityManager,
-  dialect: DialectAdapter,
-  now: Date,
-  leaseUntil: Date,
-  limit: number,
-): Promise<TimerDelivery[]> {
-  const rows = await claimDueRows(em, dialect, DISPATCH_TABLES.timer, now, leaseUntil, limit);
-  return rows.sort(byAvailability(dialect)).map((row) => ({
+export async function claimDueTimers(db: DatabaseContext, now: Date, leaseUntil: Date, limit: number): Promise<ClaimedRows<TimerDelivery>> {
+  const raw = await claimDueRows(db, DISPATCH_TABLES.timer, now, leaseUntil, limit);
+  return decodeAll(db, DISPATCH_TABLES.timer, raw, (row, read) => ({
     id: String(row.id),
     token: String(row.token),
-    sagaType: String(row.saga_type),
-    sagaId: String(row.saga_id),
+    sagaType: String(row.sagaType),
+    sagaId: String(row.sagaId),
     name: String(row.name),
-    messageType: String(row.message_type),
-    payload: dialect.readJson(row.payload),
-    dueAt: dialect.readDate(row.due_at)!,
+    messageType: String(row.messageType),
+    payload: read.message('payload', row.payload),
+    dueAt: read.date('due_at', row.dueAt),
     attempts: Number(row.attempts),
-    correlationId: row.correlation_id == null ? null : String(row.correlation_id),
-    lastError: row.last_error == null ? null : String(row.last_error),
+    correlationId: row.correlationId == null ? null : String(row.correlationId),
+    lastError: row.lastError == null ? null : String(row.lastError),
   }));
 }
 
 /** Claims due outbox rows and turns them into envelopes for the publisher. */
 export async function claimDueOutboxRows(
-  em: EntityManager,
-  dialect: DialectAdapter,
+  db: DatabaseContext,
   now: Date,
   leaseUntil: Date,
   limit: number,
-): Promise<ClaimedOutboxRow[]> {
-  const rows = await claimDueRows(em, dialect, DISPATCH_TABLES.outbox, now, leaseUntil, limit);
-  return rows.sort(byAvailability(dialect)).map((row) => ({
+): Promise<ClaimedRows<ClaimedOutboxRow>> {
+  const raw = await claimDueRows(db, DISPATCH_TABLES.outbox, now, leaseUntil, limit);
+  return decodeAll(db, DISPATCH_TABLES.outbox, raw, (row, read) => ({
     token: String(row.token),
-    lastError: row.last_error == null ? null : String(row.last_error),
+    lastError: row.lastError == null ? null : String(row.lastError),
     envelope: {
       id: String(row.id),
-      type: String(row.message_type),
-      payload: dialect.readJson(row.payload) as Record<string, unknown>,
-      headers: dialect.readJson(row.headers) as Record<string, string>,
-      sagaType: String(row.saga_type),
-      sagaId: String(row.saga_id),
-      correlationId: row.correlation_id == null ? null : String(row.correlation_id),
+      type: String(row.messageType),
+      payload: read.message('payload', row.payload),
+      headers: read.headers('headers', row.headers),
+      sagaType: String(row.sagaType),
+      sagaId: String(row.sagaId),
+      correlationId: row.correlationId == null ? null : String(row.correlationId),
       attempts: Number(row.attempts),
-      createdAt: dialect.readDate(row.created_at)!,
+      createdAt: read.date('created_at', row.createdAt),
     },
   }));
+}
+
+/** A column that does not hold what it must; the message names the column and the problem, never the value. */
+class Undecodable extends Error {}
+
+/** Reads the columns of one claimed row that can hold something other than what the library wrote. */
+interface ColumnReader {
+  message(column: string, value: unknown): Record<string, unknown>;
+  headers(column: string, value: unknown): Record<string, string>;
+  date(column: string, value: unknown): Date;
+}
+
+function readerFor(db: DatabaseContext): ColumnReader {
+  const json = (column: string, value: unknown): unknown => {
+    try {
+      return db.dialect.readJson(value);
+    } catch {
+      const size = typeof value === 'string' ? ` (${value.length} characters)` : '';
+      throw new Undecodable(`${column} is not valid JSON${size}`);
+    }
+  };
+  const object = (column: string, value: unknown): Record<string, unknown> => {
+    const parsed = json(column, value);
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      throw new Undecodable(
+        `${column} is JSON but not an object (found ${parsed === null ? 'null' : Array.isArray(parsed) ? 'an array' : `a ${typeof parsed}`})`,
+      );
+    }
+    return parsed as Record<string, unknown>;
+  };
+  return {
+    message(column, value) {
+      const message = object(column, value);
+      if (typeof message.type !== 'string' || message.type === '') throw new Undecodable(`${column} has no string 'type'`);
+      return message;
+    },
+    headers(column, value) {
+      const headers = object(column, value);
+      if (Object.values(headers).some((header) => typeof header !== 'string'))
+        throw new Undecodable(`${column} has a value that is not a string`);
+      return headers as Record<string, string>;
+    },
+    date(column, value) {
+      const date = db.dialect.readDate(value);
+      if (!date || Number.isNaN(date.getTime())) throw new Undecodable(`${column} is not a timestamp`);
+      return date;
+    },
+  };
+}
+
+function decodeAll<T>(
+  db: DatabaseContext,
+  table: DispatchTable,
+  raw: readonly Record<string, unknown>[],
+  decode: (row: Record<string, unknown>, read: ColumnReader) => T,
+): ClaimedRows<T> {
+  const read = readerFor(db);
+  const decoded: { row: T; at: number; id: string }[] = [];
+  const undecodable: UndecodableRow[] = [];
+  for (const row of raw) {
+    const id = String(row.id);
+    try {
+      decoded.push({ row: decode(row, read), at: read.date('available_at', row.availableAt).getTime(), id });
+    } catch (error) {
+      if (!(error instanceof Undecodable)) throw error;
+      undecodable.push({
+        table,
+        id,
+        token: String(row.token),
+        sagaType: String(row.sagaType),
+        sagaId: String(row.sagaId),
+        problem: error.message,
+      });
+    }
+  }
+  // RETURNING gives no order: deliver oldest first, as claimed.
+  decoded.sort((a, b) => a.at - b.at || a.id.localeCompare(b.id));
+  return { rows: decoded.map((d) => d.row), undecodable };
 }

@@ -38,6 +38,8 @@ export const DEFAULT_DELIVERY_CONCURRENCY = 10;
 export const DEFAULT_DELIVERY_TIMEOUT_MS = 60_000;
 /** Default `dbRetry.maxMs`: cap of the loop's wait after a pass failed (database outage). */
 export const DEFAULT_DB_RETRY_MAX_MS = 30_000;
+/** Default `stopTimeoutMs` beyond `deliveryTimeoutMs`: how much longer `stop()` waits for the database. */
+export const DEFAULT_STOP_GRACE_MS = 10_000;
 
 /** Hands one outbox message to the application's broker; resolve when it is accepted. */
 export type OutboxPublisher = (envelope: OutboxEnvelope) => Promise<void>;
@@ -56,7 +58,11 @@ export interface SagaDispatcherOptions {
   readonly batchSize?: number;
   /** Failed deliveries a row may collect; the last one dead-letters it. Default 10. */
   readonly maxAttempts?: number;
-  /** Lease of a claim, ms: exclusive ownership; a crashed dispatcher's rows are taken over after it. Default 30,000. */
+  /**
+   * Lease of a claim, ms: exclusive ownership; a crashed dispatcher's rows are taken over after it. While a
+   * claimed row waits for a slot or is being delivered, its lease is renewed every `leaseMs / 3`, so a
+   * delivery within `deliveryTimeoutMs` keeps it however long that is. Default 30,000.
+   */
   readonly leaseMs?: number;
   /** Retry delay after a failed delivery: `min(maxMs, baseMs * 2^(attempts-1))`, half of it jittered. */
   readonly backoff?: {
@@ -85,6 +91,12 @@ export interface SagaDispatcherOptions {
   readonly deliveryTimeoutMs?: number;
   /** Cap of the loop's wait between passes that failed (database outage), ms; it doubles from the poll interval. Default 30,000. */
   readonly dbRetryMaxMs?: number;
+  /**
+   * Longest `stop()` waits, ms of the dispatcher's clock, for deliveries in flight and for the database
+   * (a statement the database never answers); after it `stop()` resolves anyway, logs what it left
+   * behind, and the abandoned rows are re-claimed after their lease. Default `deliveryTimeoutMs + 10,000`.
+   */
+  readonly stopTimeoutMs?: number;
   /** Where outages, failures and dead letters are reported. Default: console, warnings and errors. */
   readonly logger?: SagaLogger;
 }
@@ -103,6 +115,7 @@ export interface ResolvedDispatcherOptions {
   readonly concurrency: number;
   readonly deliveryTimeoutMs: number;
   readonly dbRetryMaxMs: number;
+  readonly stopTimeoutMs: number;
   readonly logger: SagaLogger;
 }
 
@@ -124,6 +137,7 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
   if (!Object.values(CATCH_UP_POLICIES).includes(policy)) {
     fail(`catchUp.policy must be one of ${Object.values(CATCH_UP_POLICIES).join(', ')}; got ${String(policy)}.`);
   }
+  const deliveryTimeoutMs = positive('deliveryTimeoutMs', options.deliveryTimeoutMs ?? DEFAULT_DELIVERY_TIMEOUT_MS);
   return {
     runtime: options.runtime,
     publish: options.publish,
@@ -143,8 +157,9 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
       backlogAfterMs: positive('catchUp.backlogAfterMs', options.catchUp?.backlogAfterMs ?? DEFAULT_BACKLOG_AFTER_MS),
     },
     concurrency: positive('concurrency', options.concurrency ?? DEFAULT_DELIVERY_CONCURRENCY, true),
-    deliveryTimeoutMs: positive('deliveryTimeoutMs', options.deliveryTimeoutMs ?? DEFAULT_DELIVERY_TIMEOUT_MS),
+    deliveryTimeoutMs,
     dbRetryMaxMs: positive('dbRetryMaxMs', options.dbRetryMaxMs ?? DEFAULT_DB_RETRY_MAX_MS),
+    stopTimeoutMs: positive('stopTimeoutMs', options.stopTimeoutMs ?? deliveryTimeoutMs + DEFAULT_STOP_GRACE_MS),
     logger: options.logger ?? consoleLogger('warn'),
   };
 }

@@ -1,12 +1,14 @@
-import { randomUUID } from 'node:crypto';
-import type { EntityManager } from '@mikro-orm/core';
 import { runWithCorrelationId } from '../correlation/correlation-context.js';
 import { SagaError } from '../errors.js';
 import type { TimerDelivery } from '../saga/saga-runtime.js';
+import type { DatabaseContext } from '../sql/database-context.js';
 import {
+  type Claim,
   DISPATCH_TABLES,
   type DispatchTable,
   deadLetter,
+  diedWithItsDispatcher,
+  markDeliveryStarted,
   markPublished,
   missTimersOverdueBefore,
   missTimersSupersededInBacklog,
@@ -15,7 +17,9 @@ import {
 } from '../sql/dispatch-statements.js';
 import { type SagaCounterName, SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { truncate } from '../text/truncate.js';
-import { type ClaimedOutboxRow, claimDueOutboxRows, claimDueTimers } from './claim-due-rows.js';
+import { type ClaimedOutboxRow, claimDueOutboxRows, claimDueTimers, type UndecodableRow } from './claim-due-rows.js';
+import { DeliveryPool, type DeliveryTask } from './delivery-pool.js';
+import { SagaDispatchError } from './dispatch-pass-error.js';
 import {
   CATCH_UP_POLICIES,
   type ResolvedDispatcherOptions,
@@ -23,31 +27,38 @@ import {
   retryDelayMs,
   type SagaDispatcherOptions,
 } from './dispatcher-options.js';
+import { isInfrastructureFault } from './infrastructure-fault.js';
+import { LeaseKeeper, type LeaseRenewal } from './lease-keeper.js';
+
+/** What happened to the rows one pass claimed, per table. */
+interface DeliveryCounts {
+  /** Due rows this pass claimed. */
+  readonly claimed: number;
+  /** Failed deliveries (the step or publisher threw, timed out or died with its process); the row backs off. */
+  readonly failed: number;
+  /** Failed for the last allowed time, or could not be decoded, and retired. */
+  readonly deadLettered: number;
+  /** Claimed but given back unattempted because the dispatcher was stopping. */
+  readonly released: number;
+  /** The database failed under the delivery (connection lost, file locked): not charged, given back. */
+  readonly interrupted: number;
+  /** Taken over by another dispatcher before the delivery started (the lease ran out): not delivered here. */
+  readonly lost: number;
+}
 
 /** What one dispatcher pass did. */
 export interface DispatchPassResult {
-  readonly timers: {
-    /** Due timers this pass claimed. */
-    readonly claimed: number;
+  readonly timers: DeliveryCounts & {
     /** Delivered; the state change and the `fired` stamp committed together. */
     readonly fired: number;
     /** Dropped: cancelled, replaced or already fired meanwhile, or their saga is gone or completed. */
     readonly stale: number;
-    /** Delivery failed; the timer stays pending and backs off. */
-    readonly failed: number;
-    /** Failed for the last allowed time and retired. */
-    readonly deadLettered: number;
     /** Discarded by the catch-up policy, stamped `missed`. */
     readonly missed: number;
-    /** Claimed but given back unattempted because the dispatcher was stopping. */
-    readonly released: number;
   };
-  readonly outbox: {
-    readonly claimed: number;
+  readonly outbox: DeliveryCounts & {
+    /** Handed to the publisher, which resolved. */
     readonly published: number;
-    readonly failed: number;
-    readonly deadLettered: number;
-    readonly released: number;
   };
 }
 
@@ -60,15 +71,21 @@ export interface DispatcherEvents {
     readonly at: Date;
     readonly leaseUntil: Date;
   }) => void;
-  /** A pass of the loop finished. */
+  /** The leases of held rows (waiting or being delivered) were extended; `lost` ones were taken over. */
+  renewed: (renewal: LeaseRenewal) => void;
+  /** A pass of the loop finished: its deliveries all ended. */
   pass: (result: DispatchPassResult) => void;
   /** The loop found nothing to do and now waits `pollIntervalMs` (moving a fake clock past it wakes the loop). */
   idle: () => void;
-  /** A pass failed as a whole (usually the database is unreachable); the loop now waits and then tries again. */
+  /**
+   * A pass failed as a whole (usually the database is unreachable); the loop now waits and then tries again.
+   * The error is a `SagaDispatchError` whose `result` says what the pass did first.
+   */
   passFailed: (error: unknown, consecutiveFailures: number) => void;
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: Mutable<T[K]> };
+type Counts = Mutable<DeliveryCounts>;
 
 /** The counters a failed delivery moves, per table. */
 const FAILURE_COUNTERS = {
@@ -81,30 +98,52 @@ class DeliveryTimeout extends Error {
   override readonly name = 'DeliveryTimeout';
 }
 
+/** A claimed row as the delivery machinery sees it, whichever its table. */
+interface HeldRow extends Claim {
+  readonly sagaType: string;
+  readonly sagaId: string;
+  readonly attempts: number;
+  readonly lastError?: string | null;
+}
+
+/** Most interrupted claims kept for giving back once the database answers again. */
+const MAX_PENDING_RELEASES = 10_000;
+
 /**
  * Fires due timers and relays the outbox. Polls `saga_timer` and `saga_outbox`, claims due rows under a
  * lease by their concurrency token, delivers timers to their saga through the runtime (which stamps them
  * `fired` in the same transaction as the state change) and hands outbox rows to the publisher.
- * Safe with any number of dispatchers on one database.
+ * Safe with any number of dispatchers on one database. See docs/timers.md for the failure model.
  *
  * `start()` runs the loop; `stop()` (or `await using`) ends it gracefully; `runOnce()` runs one pass, for
  * tests and for hosts that schedule passes themselves.
  */
 export class SagaDispatcher implements AsyncDisposable {
   readonly options: ResolvedDispatcherOptions;
+  /** @internal The runtime's database context: the statements' EntityManager, dialect and table names. */
+  readonly context: DatabaseContext;
   private readonly metrics = new SagaMetrics();
   private readonly listeners: { [K in keyof DispatcherEvents]: Set<DispatcherEvents[K]> } = {
     claimed: new Set(),
+    renewed: new Set(),
     pass: new Set(),
     idle: new Set(),
     passFailed: new Set(),
   };
+  private readonly pool: DeliveryPool;
+  private readonly leases: LeaseKeeper;
+  /** Interrupted claims whose release failed too (database down): given back at the next pass. */
+  private pendingReleases: { table: DispatchTable; claim: Claim }[] = [];
   private controller: AbortController | undefined;
   private loop: Promise<void> | undefined;
 
   /** @throws SagaDefinitionError `OPTION_INVALID` for an option out of range. */
   constructor(options: SagaDispatcherOptions) {
     this.options = resolveDispatcherOptions(options);
+    this.context = this.options.runtime.context;
+    const { concurrency, clock, leaseMs, logger } = this.options;
+    this.pool = new DeliveryPool(concurrency, (error) => logger.error(`a delivery task threw: ${describe(error)}`));
+    this.leases = new LeaseKeeper(this.context, { clock, leaseMs, logger, onRenewed: (renewal) => this.emit('renewed', renewal) });
   }
 
   /** Whether the loop is running. */
@@ -135,12 +174,32 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   /**
-   * Stops the loop: deliveries in flight finish, rows claimed but not yet attempted are released for other
-   * dispatchers, then the promise resolves. Safe to call when not running.
+   * Stops the loop: deliveries in flight finish, rows claimed but not yet started are released for other
+   * dispatchers, then the promise resolves. It resolves after `stopTimeoutMs` at the latest, even when the
+   * database stops answering; what is left behind is logged and re-claimed after its lease.
+   * Safe to call when not running.
    */
   async stop(): Promise<void> {
+    const loop = this.loop;
     this.controller?.abort();
-    await this.loop;
+    if (loop) {
+      const { clock, stopTimeoutMs, logger } = this.options;
+      const giveUp = new AbortController();
+      const finished = await Promise.race([
+        loop.then(
+          () => true,
+          () => true,
+        ),
+        clock.sleep(stopTimeoutMs, giveUp.signal).then(() => false),
+      ]);
+      giveUp.abort();
+      if (!finished) {
+        this.leases.stop();
+        logger.error(
+          `dispatcher stop() gave up after ${stopTimeoutMs} ms (stopTimeoutMs): ${this.pool.active} delivery(ies) or a database statement did not finish; their rows are claimed again after their lease`,
+        );
+      }
+    }
     this.loop = undefined;
     this.controller = undefined;
   }
@@ -149,92 +208,168 @@ export class SagaDispatcher implements AsyncDisposable {
     await this.stop();
   }
 
-  /** Runs one pass: catch-up, then claim and deliver due timers, then claim and publish due outbox rows. */
+  /**
+   * Runs one pass: catch-up, then claim and deliver due timers, then claim and publish due outbox rows;
+   * resolves when every row it claimed was delivered (or given back).
+   * @throws SagaDispatchError when the pass fails as a whole; its `result` says what it did first.
+   */
   runOnce(): Promise<DispatchPassResult> {
     return this.pass(this.controller?.signal);
   }
 
   private async runLoop(signal: AbortSignal): Promise<void> {
-    const { clock, pollIntervalMs, dbRetryMaxMs, logger } = this.options;
+    const { clock, pollIntervalMs } = this.options;
+    const inFlight = new Set<Promise<unknown>>();
     let failures = 0;
     while (!signal.aborted) {
-      let result: DispatchPassResult;
-      try {
-        result = await this.pass(signal);
-      } catch (error) {
+      const settled = this.pass(signal).then(
+        (result) => ({ result }),
+        (error: unknown) => ({ error }),
+      );
+      inFlight.add(settled);
+      void settled.then(() => inFlight.delete(settled));
+      const outcome = await this.untilSettledOrOvertaken(settled, signal);
+      if (!outcome) {
+        // The pass waits on slow deliveries; it reports when they end, and the next pass claims meanwhile.
+        void settled.then((late) => ('error' in late ? this.reportFailedPass(late.error, failures + 1) : this.emit('pass', late.result)));
+        continue;
+      }
+      if ('error' in outcome) {
         failures++;
-        const wait = Math.min(dbRetryMaxMs, pollIntervalMs * 2 ** (failures - 1));
-        logger.error(`dispatcher pass failed (${failures} in a row); retrying in ${wait} ms: ${describe(error)}`, { error });
-        // The wait starts before listeners hear of it, so a listener that moves a fake clock wakes the loop.
-        const waiting = clock.sleep(wait, signal);
-        this.emit('passFailed', error, failures);
-        await waiting;
+        await this.reportFailedPass(outcome.error, failures, signal);
         continue;
       }
       failures = 0;
-      this.emit('pass', result);
-      if (result.timers.claimed + result.timers.missed + result.outbox.claimed === 0) {
+      this.emit('pass', outcome.result);
+      if (outcome.result.timers.claimed + outcome.result.timers.missed + outcome.result.outbox.claimed === 0) {
         const waiting = clock.sleep(pollIntervalMs, signal);
         this.emit('idle');
         await waiting;
       }
     }
+    await Promise.all(inFlight);
+  }
+
+  /**
+   * Waits for `settled`, or for the moment it may be overtaken: a poll interval has passed and the pool has
+   * a free slot (the pass waits on slow deliveries). Returns undefined when overtaken or stopping.
+   */
+  private async untilSettledOrOvertaken<T>(settled: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+    const overtake = new AbortController();
+    const abort = () => overtake.abort();
+    signal.addEventListener('abort', abort, { once: true });
+    const overtaken = this.options.clock
+      .sleep(this.options.pollIntervalMs, overtake.signal)
+      .then(() => this.pool.whenRoom(overtake.signal))
+      .then(() => undefined);
+    try {
+      return await Promise.race([settled, overtaken]);
+    } finally {
+      overtake.abort();
+      signal.removeEventListener('abort', abort);
+    }
+  }
+
+  /** Logs a failed pass and reports it; with `signal`, waits the backoff (the loop's own pass). */
+  private async reportFailedPass(error: unknown, failures: number, signal?: AbortSignal): Promise<void> {
+    const { clock, pollIntervalMs, dbRetryMaxMs, logger } = this.options;
+    const wait = Math.min(dbRetryMaxMs, pollIntervalMs * 2 ** (failures - 1));
+    logger.error(`dispatcher pass failed (${failures} in a row); retrying in ${wait} ms: ${describe(error)}`, { error });
+    // The wait starts before listeners hear of it, so a listener that moves a fake clock wakes the loop.
+    const waiting = signal ? clock.sleep(wait, signal) : Promise.resolve();
+    this.emit('passFailed', error, failures);
+    await waiting;
   }
 
   private async pass(signal: AbortSignal | undefined): Promise<DispatchPassResult> {
-    const { runtime, clock, leaseMs, batchSize, publish } = this.options;
-    const em = runtime.options.em.fork();
+    const now = this.options.clock.now();
     const result: Mutable<DispatchPassResult> = {
-      timers: { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, released: 0 },
-      outbox: { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0 },
+      timers: { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, released: 0, interrupted: 0, lost: 0 },
+      outbox: { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0, interrupted: 0, lost: 0 },
     };
-    const now = clock.now();
-    result.timers.missed = await this.applyCatchUp(em, now);
-    const leaseUntil = new Date(now.getTime() + leaseMs);
-    const timers = await claimDueTimers(em, runtime.dialect, now, leaseUntil, batchSize);
-    result.timers.claimed = timers.length;
-    if (timers.length > 0) this.emit('claimed', { table: DISPATCH_TABLES.timer, ids: timers.map((t) => t.id), at: now, leaseUntil });
-    await this.forEachConcurrently(timers, signal, DISPATCH_TABLES.timer, result.timers, (timer) => this.fire(timer, result.timers));
-    // A stopping dispatcher claims no more outbox rows only to release them again.
-    if (publish && !signal?.aborted) {
-      const at = clock.now();
-      const outboxLease = new Date(at.getTime() + leaseMs);
-      const rows = await claimDueOutboxRows(em, runtime.dialect, at, outboxLease, batchSize);
-      result.outbox.claimed = rows.length;
-      if (rows.length > 0)
-        this.emit('claimed', { table: DISPATCH_TABLES.outbox, ids: rows.map((r) => r.envelope.id), at, leaseUntil: outboxLease });
-      await this.forEachConcurrently(
-        rows.map((row) => ({ ...row, id: row.envelope.id, sagaType: row.envelope.sagaType, sagaId: row.envelope.sagaId })),
-        signal,
-        DISPATCH_TABLES.outbox,
-        result.outbox,
-        (row) => this.publishOne(row, result.outbox),
-      );
+    try {
+      await this.givePendingReleasesBack();
+      result.timers.missed = await this.applyCatchUp(now);
+      await this.claimAndFireTimers(now, signal, result.timers);
+      // A stopping dispatcher claims no more outbox rows only to release them again.
+      if (this.options.publish && !signal?.aborted) await this.claimAndPublish(signal, result.outbox);
+    } catch (error) {
+      throw new SagaDispatchError(result, error);
     }
     return result;
   }
 
-  /** Stamps the backlog the catch-up policy discards; returns how many. */
-  private async applyCatchUp(em: EntityManager, now: Date): Promise<number> {
-    const { policy, maxAgeMs, backlogAfterMs } = this.options.catchUp;
-    let rows: { saga_type: string }[] = [];
-    if (policy === CATCH_UP_POLICIES.SKIP_BEYOND_MAX_AGE) {
-      rows = await missTimersOverdueBefore(em, new Date(now.getTime() - maxAgeMs), now);
-    } else if (policy === CATCH_UP_POLICIES.FIRE_LATEST_PER_SAGA) {
-      rows = await missTimersSupersededInBacklog(em, new Date(now.getTime() - backlogAfterMs), now);
+  private async claimAndFireTimers(now: Date, signal: AbortSignal | undefined, counts: Mutable<DispatchPassResult['timers']>) {
+    const table = DISPATCH_TABLES.timer;
+    const leaseUntil = new Date(now.getTime() + this.options.leaseMs);
+    const { rows, undecodable } = await claimDueTimers(this.context, now, leaseUntil, this.options.batchSize);
+    counts.claimed = rows.length + undecodable.length;
+    if (counts.claimed > 0) this.emit('claimed', { table, ids: [...rows, ...undecodable].map((r) => r.id), at: now, leaseUntil });
+    await this.retireUndecodable(undecodable, counts);
+    this.leases.hold(table, rows);
+    await this.pool.submit(rows.map((timer) => this.task(table, timer, signal, counts, () => this.fire(timer, counts))));
+  }
+
+  private async claimAndPublish(signal: AbortSignal | undefined, counts: Mutable<DispatchPassResult['outbox']>) {
+    const table = DISPATCH_TABLES.outbox;
+    const at = this.options.clock.now();
+    const leaseUntil = new Date(at.getTime() + this.options.leaseMs);
+    const { rows, undecodable } = await claimDueOutboxRows(this.context, at, leaseUntil, this.options.batchSize);
+    counts.claimed = rows.length + undecodable.length;
+    if (counts.claimed > 0) {
+      this.emit('claimed', { table, ids: [...rows.map((r) => r.envelope.id), ...undecodable.map((r) => r.id)], at, leaseUntil });
     }
-    for (const row of rows) this.metrics.add('timersMissed', row.saga_type);
+    await this.retireUndecodable(undecodable, counts);
+    const held = rows.map((row) => ({ row, claim: { ...row.envelope, id: row.envelope.id, token: row.token, lastError: row.lastError } }));
+    this.leases.hold(
+      table,
+      held.map((h) => h.claim),
+    );
+    await this.pool.submit(held.map(({ row, claim }) => this.task(table, claim, signal, counts, () => this.publishOne(row, counts))));
+  }
+
+  /**
+   * Wraps one held row's delivery for the pool. Rows of one saga share a lane. A row whose last delivery
+   * died with its process is delivered alone: if it kills this process too, it takes no other delivery
+   * with it, and only it is charged for the lost lease.
+   */
+  private task(
+    table: DispatchTable,
+    row: HeldRow,
+    signal: AbortSignal | undefined,
+    counts: Counts,
+    deliver: () => Promise<void>,
+  ): DeliveryTask {
+    return {
+      lane: `${table}\u0000${row.sagaType}\u0000${row.sagaId}`,
+      isolated: diedWithItsDispatcher(row.lastError),
+      run: async () => {
+        if (!signal?.aborted) return deliver();
+        counts.released++;
+        await this.giveBack(table, row);
+      },
+      settle: () => this.leases.let(table, row.id),
+    };
+  }
+
+  /** Stamps the backlog the catch-up policy discards; returns how many. */
+  private async applyCatchUp(now: Date): Promise<number> {
+    const { policy, maxAgeMs, backlogAfterMs } = this.options.catchUp;
+    let rows: { sagaType: string }[] = [];
+    if (policy === CATCH_UP_POLICIES.SKIP_BEYOND_MAX_AGE) {
+      rows = await missTimersOverdueBefore(this.context, new Date(now.getTime() - maxAgeMs), now);
+    } else if (policy === CATCH_UP_POLICIES.FIRE_LATEST_PER_SAGA) {
+      rows = await missTimersSupersededInBacklog(this.context, new Date(now.getTime() - backlogAfterMs), now);
+    }
+    for (const row of rows) this.metrics.add('timersMissed', row.sagaType);
     if (rows.length > 0) this.options.logger.warn(`catch-up (${policy}) stamped ${rows.length} overdue timer(s) missed`);
     return rows.length;
   }
 
   private async fire(timer: TimerDelivery, counts: Mutable<DispatchPassResult['timers']>): Promise<void> {
+    const row: HeldRow = timer;
     const what = `timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
-    if (timer.attempts >= this.options.maxAttempts) {
-      // Its deliveries kept dying with their dispatcher: the claim counted the last one.
-      await this.retireWithoutDelivery(DISPATCH_TABLES.timer, timer, timer.attempts, timer.sagaType, timer.lastError ?? null, what, counts);
-      return;
-    }
+    if (!(await this.startDelivery(DISPATCH_TABLES.timer, row, what, counts))) return;
     try {
       const result = await this.withTimeout(() => this.options.runtime.deliverTimer(timer), timer.correlationId);
       // The runtime counts stale and discarded deliveries (saga.timeout.stale / .discarded); counted here too, a
@@ -246,30 +381,25 @@ export class SagaDispatcher implements AsyncDisposable {
         this.metrics.add('timersFired', timer.sagaType);
       }
     } catch (error) {
-      await this.recordFailure(DISPATCH_TABLES.timer, timer, timer.attempts, timer.sagaType, error, what, counts);
+      await this.deliveryFailed(DISPATCH_TABLES.timer, row, error, what, counts);
     }
   }
 
-  private async publishOne(row: ClaimedOutboxRow, counts: Mutable<DispatchPassResult['outbox']>): Promise<void> {
-    const { envelope } = row;
-    const publish = this.options.publish!;
+  private async publishOne(claimed: ClaimedOutboxRow, counts: Mutable<DispatchPassResult['outbox']>): Promise<void> {
+    const { envelope } = claimed;
+    const row: HeldRow = { ...envelope, token: claimed.token, lastError: claimed.lastError };
     const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
-    const claim = { id: envelope.id, token: row.token };
-    if (envelope.attempts >= this.options.maxAttempts) {
-      await this.retireWithoutDelivery(DISPATCH_TABLES.outbox, claim, envelope.attempts, envelope.sagaType, row.lastError, what, counts);
-      return;
-    }
+    if (!(await this.startDelivery(DISPATCH_TABLES.outbox, row, what, counts))) return;
     try {
-      await this.withTimeout(() => publish(envelope), envelope.correlationId);
+      await this.withTimeout(() => this.options.publish!(envelope), envelope.correlationId);
     } catch (error) {
-      await this.recordFailure(DISPATCH_TABLES.outbox, claim, envelope.attempts, envelope.sagaType, error, what, counts);
+      await this.deliveryFailed(DISPATCH_TABLES.outbox, row, error, what, counts);
       return;
     }
     counts.published++;
     this.metrics.add('messagesPublished', envelope.sagaType);
     try {
-      const em = this.options.runtime.options.em.fork();
-      if ((await markPublished(em, { id: envelope.id, token: row.token }, this.options.clock.now())) === 0) {
+      if ((await markPublished(this.context, row, this.options.clock.now())) === 0) {
         // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
         this.options.logger.warn(`outbox message ${envelope.id} was published after its lease ended; it may be published again`);
       }
@@ -281,105 +411,140 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   /**
+   * Decides whether a held row's delivery starts, and records its start (its own statement, before the step
+   * or publisher runs, so a process that dies from here on is charged for it). Not started: a row taken over
+   * meanwhile (lost), one whose attempts ran out on lost leases (dead-lettered without a delivery), or one
+   * the database could not mark (interrupted, not charged).
+   */
+  private async startDelivery(table: DispatchTable, row: HeldRow, what: string, counts: Counts): Promise<boolean> {
+    if (this.leases.isLost(table, row.id)) {
+      counts.lost++;
+      return false;
+    }
+    if (row.attempts >= this.options.maxAttempts) {
+      // Its deliveries kept dying with their dispatcher: the claim counted the last one.
+      await this.retireWithoutDelivery(table, row, what, counts);
+      return false;
+    }
+    try {
+      if ((await markDeliveryStarted(this.context, table, row, this.options.clock.now())) === 1) return true;
+      counts.lost++;
+    } catch (error) {
+      await this.interrupted(table, row, error, what, counts);
+    }
+    return false;
+  }
+
+  /** A delivery threw: a database fault is given back uncharged; anything else is a failed attempt. */
+  private async deliveryFailed(table: DispatchTable, row: HeldRow, error: unknown, what: string, counts: Counts): Promise<void> {
+    if (isInfrastructureFault(error)) await this.interrupted(table, row, error, what, counts);
+    else await this.recordFailure(table, row, error, what, counts);
+  }
+
+  /** The database failed under a delivery: not the row's fault. Gives the row back, or keeps it to give back later. */
+  private async interrupted(table: DispatchTable, row: HeldRow, error: unknown, what: string, counts: Counts): Promise<void> {
+    counts.interrupted++;
+    this.options.logger.warn(`${what}: the database failed under its delivery; not counted as an attempt: ${describe(error)}`);
+    await this.giveBack(table, row);
+  }
+
+  /** Releases a claim; when the database cannot be reached, remembers it for the next pass. */
+  private async giveBack(table: DispatchTable, claim: Claim): Promise<void> {
+    try {
+      await releaseClaim(this.context, table, claim);
+    } catch {
+      // Without it the lease runs out and the row is re-claimed; a started row would then be charged.
+      this.pendingReleases.push({ table, claim: { id: claim.id, token: claim.token } });
+      if (this.pendingReleases.length > MAX_PENDING_RELEASES) this.pendingReleases.shift();
+    }
+  }
+
+  private async givePendingReleasesBack(): Promise<void> {
+    const pending = this.pendingReleases;
+    this.pendingReleases = [];
+    for (const [index, { table, claim }] of pending.entries()) {
+      try {
+        await releaseClaim(this.context, table, claim);
+      } catch (error) {
+        this.pendingReleases.push(...pending.slice(index));
+        throw error;
+      }
+    }
+  }
+
+  /**
    * Counts a failed delivery: backs the row off, or dead-letters it on its last allowed attempt. A failure
    * to record (database down) is logged; the row's lease then runs out and it is claimed again.
    */
-  private async recordFailure(
-    table: DispatchTable,
-    claim: { id: string; token: string },
-    attemptsBefore: number,
-    sagaType: string,
-    error: unknown,
-    what: string,
-    counts: { failed: number; deadLettered: number },
-  ): Promise<void> {
-    const { clock, maxAttempts, backoff, logger, runtime } = this.options;
-    const attempts = attemptsBefore + 1;
+  private async recordFailure(table: DispatchTable, row: HeldRow, error: unknown, what: string, counts: Counts): Promise<void> {
+    const { clock, maxAttempts, backoff, logger } = this.options;
+    const attempts = row.attempts + 1;
     const message = truncate(describe(error), 2_000);
     const now = clock.now();
-    const em = runtime.options.em.fork();
     const counters = FAILURE_COUNTERS[table];
     try {
       if (attempts >= maxAttempts) {
         const reason = truncate(`failed ${attempts} time(s), the last with: ${message}`, 2_000);
-        await deadLetter(em, table, claim, message, reason, now, randomUUID());
+        await deadLetter(this.context, table, { claim: row, error: message, reason, now, countsAnAttempt: true });
         logger.error(`${what} dead-lettered after ${attempts} failed attempt(s): ${message}`);
         counts.deadLettered++;
-        this.metrics.add(counters.deadLettered, sagaType);
+        this.metrics.add(counters.deadLettered, row.sagaType);
         return;
       }
       const retryAt = new Date(now.getTime() + retryDelayMs(attempts, backoff));
-      await recordFailure(em, table, claim, message, retryAt, randomUUID());
+      await recordFailure(this.context, table, { claim: row, error: message, retryAt });
       logger.warn(`${what} failed (attempt ${attempts} of ${maxAttempts}); retrying at ${retryAt.toISOString()}: ${message}`);
     } catch (recordError) {
       logger.error(`${what} failed and the failure could not be recorded; it is retried after its lease: ${describe(recordError)}`);
     }
     counts.failed++;
-    this.metrics.add(counters.failed, sagaType);
+    this.metrics.add(counters.failed, row.sagaType);
   }
 
   /**
    * Dead-letters a row whose attempts ran out before this delivery (lost leases are counted by the claim)
    * without delivering it once more.
    */
-  private async retireWithoutDelivery(
-    table: DispatchTable,
-    claim: { id: string; token: string },
-    attempts: number,
-    sagaType: string,
-    lastError: string | null,
-    what: string,
-    counts: { failed: number; deadLettered: number },
-  ): Promise<void> {
-    const { clock, logger, runtime } = this.options;
-    const message = lastError ?? 'no error recorded';
-    const reason = truncate(`failed ${attempts} time(s), the last with: ${message}`, 2_000);
-    try {
-      await deadLetter(runtime.options.em.fork(), table, claim, message, reason, clock.now(), randomUUID(), false);
-      logger.error(`${what} dead-lettered after ${attempts} failed attempt(s): ${message}`);
-      counts.deadLettered++;
-      this.metrics.add(FAILURE_COUNTERS[table].deadLettered, sagaType);
-    } catch (error) {
-      logger.error(`${what} could not be dead-lettered; it is retried after its lease: ${describe(error)}`);
-      counts.failed++;
-      this.metrics.add(FAILURE_COUNTERS[table].failed, sagaType);
+  private async retireWithoutDelivery(table: DispatchTable, row: HeldRow, what: string, counts: Counts): Promise<void> {
+    const message = row.lastError ?? 'no error recorded';
+    const reason = truncate(`failed ${row.attempts} time(s), the last with: ${message}`, 2_000);
+    await this.retire(
+      table,
+      row,
+      { error: message, reason, what: `${what} dead-lettered after ${row.attempts} failed attempt(s)` },
+      counts,
+    );
+  }
+
+  /** Dead-letters, alone and without a delivery, the claimed rows that cannot be decoded. */
+  private async retireUndecodable(rows: readonly UndecodableRow[], counts: Counts): Promise<void> {
+    for (const row of rows) {
+      const what = `${row.table} row ${row.id} of saga ${row.sagaType}/${row.sagaId}`;
+      const reason = `cannot be decoded: ${row.problem}; it was never delivered: repair or delete the row`;
+      await this.retire(
+        row.table,
+        row,
+        { error: `Undecodable: ${row.problem}`, reason, what: `${what} dead-lettered: it ${reason}` },
+        counts,
+      );
     }
   }
 
-  /**
-   * Runs `work` for each claimed row, `concurrency` sagas at a time. Rows of one saga instance form a lane
-   * run one after the other in claim order (oldest first), so a saga sees its timers in due order and its
-   * deliveries do not conflict with each other. Once the dispatcher is stopping, rows not yet started are
-   * released so another dispatcher can take them at once.
-   */
-  private async forEachConcurrently<T extends { id: string; token: string; sagaType: string; sagaId: string }>(
-    items: readonly T[],
-    signal: AbortSignal | undefined,
+  private async retire(
     table: DispatchTable,
-    counts: { released: number },
-    work: (item: T) => Promise<void>,
+    row: Claim & { sagaType: string },
+    retirement: { error: string; reason: string; what: string },
+    counts: Counts,
   ): Promise<void> {
-    const lanes = new Map<string, T[]>();
-    for (const item of items) {
-      const key = `${item.sagaType}\u0000${item.sagaId}`;
-      const lane = lanes.get(key);
-      if (lane) lane.push(item);
-      else lanes.set(key, [item]);
+    try {
+      const { error, reason } = retirement;
+      await deadLetter(this.context, table, { claim: row, error, reason, now: this.options.clock.now(), countsAnAttempt: false });
+      this.options.logger.error(retirement.what);
+      counts.deadLettered++;
+      this.metrics.add(FAILURE_COUNTERS[table].deadLettered, row.sagaType);
+    } catch (error) {
+      this.options.logger.error(`could not retire a row (${retirement.what}); it is retried after its lease: ${describe(error)}`);
     }
-    const queue = [...lanes.values()];
-    const worker = async () => {
-      for (let lane = queue.shift(); lane; lane = queue.shift()) {
-        for (const item of lane) {
-          if (signal?.aborted) {
-            await releaseClaim(this.options.runtime.options.em.fork(), table, item.id, item.token).catch(() => undefined);
-            counts.released++;
-            continue;
-          }
-          await work(item);
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(this.options.concurrency, queue.length) }, worker));
   }
 
   /**
@@ -413,7 +578,9 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 }
 
+/** For logs: the error, and for a failed pass the driver error behind it. */
 function describe(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return String(error);
+  if (!(error instanceof Error)) return String(error);
+  const text = `${error.name}: ${error.message}`;
+  return error instanceof SagaDispatchError ? `${text} Cause: ${describe(error.cause)}` : text;
 }

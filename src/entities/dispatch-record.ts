@@ -39,6 +39,14 @@ export abstract class DispatchRecord<TOutcome extends string = string> {
   @Property({ type: DateTimeType, fieldName: 'locked_until', nullable: true })
   lockedUntil: Date | null = null;
 
+  /**
+   * When the delivery under the current claim started (written in its own statement before the step or
+   * publisher runs). A lease that runs out on a started delivery is charged as a failed attempt; one that
+   * runs out before its delivery started is not.
+   */
+  @Property({ type: DateTimeType, fieldName: 'delivery_started_at', nullable: true })
+  deliveryStartedAt: Date | null = null;
+
   /** Failed deliveries so far. */
   @Property({ type: 'integer', fieldName: 'attempts' })
   attempts: number = 0;

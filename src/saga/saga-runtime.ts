@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { type EntityManager, ReferenceKind } from '@mikro-orm/core';
 import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import { getCorrelationId } from '../correlation/correlation-context.js';
-import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
+import type { DialectAdapter } from '../dialect/dialect-adapter.js';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaState } from '../entities/saga-state.js';
 import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
+import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
 import { findHandledMessage } from '../sql/handled-message-statements.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type Clock, systemClock } from '../time/clock.js';
@@ -134,8 +135,10 @@ export interface TimerDelivery {
  */
 export class SagaRuntime {
   readonly options: ResolvedSagaRuntimeOptions;
-  /** The database's capabilities, shared with the dispatcher. */
+  /** The database's capabilities (the same as `context.dialect`). */
   readonly dialect: DialectAdapter;
+  /** @internal EntityManager, dialect capabilities and library table names, read once and shared with the dispatcher and the statements. */
+  readonly context: DatabaseContext;
   private readonly sagas = new Map<string, RegisteredSaga>();
   private readonly metrics = new SagaMetrics();
 
@@ -146,7 +149,8 @@ export class SagaRuntime {
    */
   constructor(options: SagaRuntimeOptions) {
     this.options = resolveRuntimeOptions(options);
-    this.dialect = dialectOf(this.options.em);
+    this.context = createDatabaseContext(this.options.em);
+    this.dialect = this.context.dialect;
     for (const definition of this.options.sagas) {
       if (this.sagas.has(definition.name)) {
         throw new SagaDefinitionError('DEFINITION_INVALID', `Two sagas are named '${definition.name}': saga names must be unique.`, {

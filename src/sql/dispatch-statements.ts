@@ -1,126 +1,220 @@
-import type { EntityManager } from '@mikro-orm/core';
 import { OUTBOX_OUTCOMES, TIMER_OUTCOMES } from '../entities/dispatch-states.js';
-import { queryRows, runStatement } from './sql-executor.js';
+import type { DatabaseContext, OutboxProperty, TimerProperty } from './database-context.js';
+import { placeholders, queryRows, runStatement } from './sql-executor.js';
 
 /** The two tables the dispatcher drains; they share their dispatch columns. */
 export const DISPATCH_TABLES = { timer: 'saga_timer', outbox: 'saga_outbox' } as const;
 export type DispatchTable = (typeof DISPATCH_TABLES)[keyof typeof DISPATCH_TABLES];
 
-/** Columns a claim returns, per table. */
-const CLAIMED_COLUMNS: Record<DispatchTable, string> = {
-  saga_timer:
-    '"id", "saga_type", "saga_id", "name", "due_at", "available_at", "message_type", "payload", "correlation_id", "token", "attempts", "last_error"',
-  saga_outbox:
-    '"id", "saga_type", "saga_id", "message_type", "payload", "headers", "correlation_id", "available_at", "token", "attempts", "last_error", "created_at"',
+/** One claimed row: its id and the token of the claim. */
+export interface Claim {
+  readonly id: string;
+  readonly token: string;
+}
+
+/** The `last_error` a claim records when it takes over a row whose started delivery lost its lease. */
+export const LEASE_EXPIRED_ERROR = 'LeaseExpired: the dispatcher delivering it stopped before finishing (crash or kill)';
+
+/** Whether `lastError` says the row's last delivery died with its dispatcher. */
+export function diedWithItsDispatcher(lastError: string | null | undefined): boolean {
+  return lastError?.startsWith('LeaseExpired:') ?? false;
+}
+
+/** Properties a claim returns, per table; rows come back keyed by property name. */
+const CLAIMED: { readonly saga_timer: readonly TimerProperty[]; readonly saga_outbox: readonly OutboxProperty[] } = {
+  saga_timer: [
+    'id',
+    'sagaType',
+    'sagaId',
+    'name',
+    'dueAt',
+    'availableAt',
+    'messageType',
+    'payload',
+    'correlationId',
+    'token',
+    'attempts',
+    'lastError',
+  ],
+  saga_outbox: [
+    'id',
+    'sagaType',
+    'sagaId',
+    'messageType',
+    'payload',
+    'headers',
+    'correlationId',
+    'availableAt',
+    'token',
+    'attempts',
+    'lastError',
+    'createdAt',
+  ],
 };
 
-const DUE = `"dispatched_at" is null and "available_at" <= ? and ("locked_until" is null or "locked_until" <= ?)`;
-
-/** The `last_error` a claim records when it takes over a row whose previous claim expired. */
-export const LEASE_EXPIRED_ERROR = 'LeaseExpired: the dispatcher that claimed it stopped before finishing (crash or kill)';
-
-// A due row that still has a `locked_until` was claimed and never finished: every way a delivery ends
-// (fired, failed, released) clears it. Taking such a row over counts the lost delivery as a failed attempt,
-// so a message that kills every process delivering it is dead-lettered instead of retried forever.
-const CLAIM_COUNTS_LOST_LEASE = `"attempts" = "attempts" + (case when "locked_until" is not null then 1 else 0 end),
-       "last_error" = case when "locked_until" is not null then '${LEASE_EXPIRED_ERROR}' else "last_error" end`;
+/** The quoted names of the columns both tables share. */
+function shared(db: DatabaseContext, table: DispatchTable) {
+  const { table: name, column } = db.tables[table] as { table: string; column: Record<TimerProperty & OutboxProperty, string> };
+  return { name, c: column };
+}
 
 /**
- * PostgreSQL: claims up to `limit` due rows in one statement. `FOR UPDATE SKIP LOCKED` lets concurrent
- * dispatchers take disjoint batches without waiting on each other; every claimed row gets a new token.
+ * Claims up to `limit` due rows (`available_at <= now`, not leased), oldest first, in ONE statement: each
+ * claimed row gets a new token, `locked_until = leaseUntil`, and no delivery start. On PostgreSQL the due
+ * subquery skips rows other claims hold locked (`FOR UPDATE SKIP LOCKED`), so dispatchers take disjoint
+ * batches; on SQLite the UPDATE takes the write lock before it reads (waiting up to the connection's busy
+ * timeout), so concurrent claims run one after the other and never read the same due row.
+ *
+ * A row whose previous claim ran out while its delivery had started (`locked_until` and
+ * `delivery_started_at` both set: every way a delivery ends clears the lease) is charged that lost delivery
+ * as a failed attempt, with {@link LEASE_EXPIRED_ERROR}. A row whose claim ran out before its delivery
+ * started is taken over free.
+ * @returns the claimed rows keyed by property name, in no particular order.
  */
-export function claimDueRowsSkipLocked(em: EntityManager, table: DispatchTable, now: Date, leaseUntil: Date, limit: number) {
+export function claimDueRows(db: DatabaseContext, table: DispatchTable, now: Date, leaseUntil: Date, limit: number) {
+  const { name, c } = shared(db, table);
+  const columns = db.tables[table].column as Record<string, string>;
+  const lost = `${c.lockedUntil} is not null and ${c.deliveryStartedAt} is not null`;
   return queryRows<Record<string, unknown>>(
-    em,
-    `update "${table}" set "token" = gen_random_uuid(), "locked_until" = ?, ${CLAIM_COUNTS_LOST_LEASE}
-     where "id" in (select "id" from "${table}" where ${DUE} order by "available_at", "id" limit ? for update skip locked)
-     returning ${CLAIMED_COLUMNS[table]}`,
+    db.autocommit,
+    `update ${name} set ${c.token} = ${db.dialect.newTokenSql}, ${c.lockedUntil} = ?, ${c.deliveryStartedAt} = null,
+       ${c.attempts} = ${c.attempts} + (case when ${lost} then 1 else 0 end),
+       ${c.lastError} = case when ${lost} then '${LEASE_EXPIRED_ERROR}' else ${c.lastError} end
+     where ${c.id} in (select ${c.id} from ${name} where ${due(db, table)} order by ${c.availableAt}, ${c.id} limit ?${
+       db.dialect.supportsSkipLocked ? ' for update skip locked' : ''
+     })
+     returning ${CLAIMED[table].map((p) => `${columns[p]} as "${p}"`).join(', ')}`,
     [leaseUntil, now, now, limit],
   );
 }
 
-/** Portable claim, step 1: the ids and tokens of up to `limit` due rows, oldest first. */
-export function selectDueRows(em: EntityManager, table: DispatchTable, now: Date, limit: number) {
-  return queryRows<{ id: string; token: string }>(
-    em,
-    `select "id", "token" from "${table}" where ${DUE} order by "available_at", "id" limit ?`,
-    [now, now, limit],
-  );
+function due(db: DatabaseContext, table: DispatchTable): string {
+  const { c } = shared(db, table);
+  return `${c.dispatchedAt} is null and ${c.availableAt} <= ? and (${c.lockedUntil} is null or ${c.lockedUntil} <= ?)`;
 }
 
 /**
- * Portable claim, step 2: takes one row by its concurrency token. Another dispatcher that read the same
- * token first has already replaced it, so this affects no row and returns nothing.
+ * Records that the delivery under `claim` starts now, in its own statement before the step or publisher
+ * runs: from here on a lost lease is this delivery's fault.
+ * @returns 1, or 0 when the claim was lost (another dispatcher took the row, or it left the pending set).
  */
-export function claimRowByToken(em: EntityManager, table: DispatchTable, id: string, token: string, newToken: string, leaseUntil: Date) {
-  return queryRows<Record<string, unknown>>(
-    em,
-    `update "${table}" set "token" = ?, "locked_until" = ?, ${CLAIM_COUNTS_LOST_LEASE}
-     where "id" = ? and "token" = ? and "dispatched_at" is null
-     returning ${CLAIMED_COLUMNS[table]}`,
-    [newToken, leaseUntil, id, token],
+export function markDeliveryStarted(db: DatabaseContext, table: DispatchTable, claim: Claim, now: Date): Promise<number> {
+  const { name, c } = shared(db, table);
+  return runStatement(
+    db.autocommit,
+    `update ${name} set ${c.deliveryStartedAt} = ? where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
+    [now, claim.id, claim.token],
   );
 }
 
-/** Gives a claimed row back before its lease ends (graceful stop); it is due again at once. */
-export function releaseClaim(em: EntityManager, table: DispatchTable, id: string, token: string): Promise<number> {
-  return runStatement(em, `update "${table}" set "locked_until" = null where "id" = ? and "token" = ? and "dispatched_at" is null`, [
-    id,
-    token,
-  ]);
+/** Most claims one lease renewal statement carries (two parameters each). */
+const RENEW_CHUNK = 500;
+
+/**
+ * Extends the leases of `claims` to `leaseUntil`, for rows still held under those tokens.
+ * Tokens are random per row and claim, so `id in (...) and token in (...)` matches exactly the pairs given.
+ * @returns the ids whose lease was extended; a claim missing from it is lost.
+ */
+export async function renewLeases(
+  db: DatabaseContext,
+  table: DispatchTable,
+  claims: readonly Claim[],
+  leaseUntil: Date,
+): Promise<string[]> {
+  const { name, c } = shared(db, table);
+  const kept: string[] = [];
+  for (let i = 0; i < claims.length; i += RENEW_CHUNK) {
+    const chunk = claims.slice(i, i + RENEW_CHUNK);
+    const rows = await queryRows<{ id: string }>(
+      db.autocommit,
+      `update ${name} set ${c.lockedUntil} = ?
+       where ${c.id} in (${placeholders(chunk.length)}) and ${c.token} in (${placeholders(chunk.length)})
+         and ${c.dispatchedAt} is null and ${c.lockedUntil} is not null
+       returning ${c.id} as "id"`,
+      [leaseUntil, ...chunk.map((claim) => claim.id), ...chunk.map((claim) => claim.token)],
+    );
+    kept.push(...rows.map((row) => String(row.id)));
+  }
+  return kept;
+}
+
+/**
+ * Gives a claimed row back before its lease ends and forgets its delivery start: due again at once, and
+ * not charged. For a stopping dispatcher's unstarted rows and for deliveries a database fault interrupted.
+ */
+export function releaseClaim(db: DatabaseContext, table: DispatchTable, claim: Claim): Promise<number> {
+  const { name, c } = shared(db, table);
+  return runStatement(
+    db.autocommit,
+    `update ${name} set ${c.lockedUntil} = null, ${c.deliveryStartedAt} = null
+     where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
+    [claim.id, claim.token],
+  );
+}
+
+/** A failed delivery to record. */
+export interface FailureRecord {
+  readonly claim: Claim;
+  /** The failure, for `last_error`. */
+  readonly error: string;
+  /** When the row may be claimed again (backoff). */
+  readonly retryAt: Date;
 }
 
 /**
  * Counts a failed delivery: the row stays pending, `available_at` moves to `retryAt`, and a new token
  * makes a delivery still in flight (one that timed out) unable to commit.
  */
-export function recordFailure(
-  em: EntityManager,
-  table: DispatchTable,
-  claim: { id: string; token: string },
-  error: string,
-  retryAt: Date,
-  newToken: string,
-): Promise<number> {
+export function recordFailure(db: DatabaseContext, table: DispatchTable, failure: FailureRecord): Promise<number> {
+  const { name, c } = shared(db, table);
   return runStatement(
-    em,
-    `update "${table}" set "attempts" = "attempts" + 1, "last_error" = ?, "available_at" = ?, "locked_until" = null, "token" = ?
-     where "id" = ? and "token" = ? and "dispatched_at" is null`,
-    [error, retryAt, newToken, claim.id, claim.token],
+    db.autocommit,
+    `update ${name} set ${c.attempts} = ${c.attempts} + 1, ${c.lastError} = ?, ${c.availableAt} = ?, ${c.lockedUntil} = null,
+       ${c.token} = ${db.dialect.newTokenSql}
+     where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
+    [failure.error, failure.retryAt, failure.claim.id, failure.claim.token],
   );
 }
 
+/** A row to retire. */
+export interface DeadLetterRecord {
+  readonly claim: Claim;
+  /** The last failure, for `last_error`. */
+  readonly error: string;
+  /** Why the row is retired, for `dead_letter_reason`. */
+  readonly reason: string;
+  readonly now: Date;
+  /**
+   * Whether this retirement ends a delivery attempt of its own (it failed for the last allowed time).
+   * False when the last failure was already counted (a lost lease, counted by the claim) or no delivery
+   * was attempted (a row that cannot be decoded).
+   */
+  readonly countsAnAttempt: boolean;
+}
+
 /**
- * Retires a row after its last allowed failure: kept, stamped dead-lettered with the reason, out of the
- * due set; for a timer the name is free again (the unique index covers pending rows only).
- * `countsAnAttempt` is false when the last failure was already counted (a lost lease, counted by the claim).
+ * Retires a row: kept, stamped dead-lettered with the reason, out of the due set; for a timer the name is
+ * free again (the unique index covers pending rows only).
  */
-export function deadLetter(
-  em: EntityManager,
-  table: DispatchTable,
-  claim: { id: string; token: string },
-  error: string,
-  reason: string,
-  now: Date,
-  newToken: string,
-  countsAnAttempt = true,
-): Promise<number> {
+export function deadLetter(db: DatabaseContext, table: DispatchTable, record: DeadLetterRecord): Promise<number> {
+  const { name, c } = shared(db, table);
   const outcome = table === DISPATCH_TABLES.timer ? TIMER_OUTCOMES.DEAD_LETTERED : OUTBOX_OUTCOMES.DEAD_LETTERED;
   return runStatement(
-    em,
-    `update "${table}" set "attempts" = "attempts" + ${countsAnAttempt ? 1 : 0}, "last_error" = ?, "locked_until" = null, "token" = ?,
-       "dispatched_at" = ?, "outcome" = ?, "dead_lettered_at" = ?, "dead_letter_reason" = ?
-     where "id" = ? and "token" = ? and "dispatched_at" is null`,
-    [error, newToken, now, outcome, now, reason, claim.id, claim.token],
+    db.autocommit,
+    `update ${name} set ${c.attempts} = ${c.attempts} + ${record.countsAnAttempt ? 1 : 0}, ${c.lastError} = ?, ${c.lockedUntil} = null,
+       ${c.token} = ${db.dialect.newTokenSql}, ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.deadLetteredAt} = ?, ${c.deadLetterReason} = ?
+     where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
+    [record.error, record.now, outcome, record.now, record.reason, record.claim.id, record.claim.token],
   );
 }
 
 /** Stamps an outbox row published, only while the claim token still matches. */
-export function markPublished(em: EntityManager, claim: { id: string; token: string }, now: Date): Promise<number> {
+export function markPublished(db: DatabaseContext, claim: Claim, now: Date): Promise<number> {
+  const { name, c } = shared(db, DISPATCH_TABLES.outbox);
   return runStatement(
-    em,
-    `update "saga_outbox" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
-     where "id" = ? and "token" = ? and "dispatched_at" is null`,
+    db.autocommit,
+    `update ${name} set ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null
+     where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
     [now, OUTBOX_OUTCOMES.PUBLISHED, claim.id, claim.token],
   );
 }
@@ -128,18 +222,22 @@ export function markPublished(em: EntityManager, claim: { id: string; token: str
 // A never-attempted timer has available_at = due_at (insert and replace set both, attempts = 0), so the
 // backlog filters below test available_at and use the partial due index. A claimed timer keeps its
 // locked_until until its delivery ends, so one whose dispatcher died is not mistaken for backlog either.
-const NEVER_ATTEMPTED = `"dispatched_at" is null and "attempts" = 0 and "locked_until" is null`;
+function neverAttempted(db: DatabaseContext): string {
+  const c = db.tables.saga_timer.column;
+  return `${c.dispatchedAt} is null and ${c.attempts} = 0 and ${c.lockedUntil} is null`;
+}
 
 /**
  * Catch-up `skip-beyond-max-age`: stamps `missed` every backlog timer (never attempted, never claimed) that
  * is overdue by more than the max age at `now`.
  */
-export function missTimersOverdueBefore(em: EntityManager, overdueBefore: Date, now: Date) {
-  return queryRows<{ saga_type: string }>(
-    em,
-    `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
-     where ${NEVER_ATTEMPTED} and "available_at" < ?
-     returning "saga_type"`,
+export function missTimersOverdueBefore(db: DatabaseContext, overdueBefore: Date, now: Date) {
+  const { table, column: c } = db.tables.saga_timer;
+  return queryRows<{ sagaType: string }>(
+    db.autocommit,
+    `update ${table} set ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null
+     where ${neverAttempted(db)} and ${c.availableAt} < ?
+     returning ${c.sagaType} as "sagaType"`,
     [now, TIMER_OUTCOMES.MISSED, overdueBefore],
   );
 }
@@ -148,23 +246,30 @@ export function missTimersOverdueBefore(em: EntityManager, overdueBefore: Date, 
  * Catch-up `fire-latest-per-saga`: stamps `missed` every backlog timer (never attempted, due before
  * `backlogBefore`) that has a newer due timer pending on the same saga instance; the newest one fires.
  */
-export function missTimersSupersededInBacklog(em: EntityManager, backlogBefore: Date, now: Date) {
-  return queryRows<{ saga_type: string }>(
-    em,
-    `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
-     where ${NEVER_ATTEMPTED} and "available_at" < ?
-       and exists (select 1 from "saga_timer" as "newer"
-         where "newer"."saga_type" = "saga_timer"."saga_type" and "newer"."saga_id" = "saga_timer"."saga_id"
-           and "newer"."dispatched_at" is null and "newer"."due_at" <= ?
-           and ("newer"."due_at" > "saga_timer"."due_at"
-             or ("newer"."due_at" = "saga_timer"."due_at" and "newer"."id" > "saga_timer"."id")))
-     returning "saga_type"`,
+export function missTimersSupersededInBacklog(db: DatabaseContext, backlogBefore: Date, now: Date) {
+  const { table, column: c } = db.tables.saga_timer;
+  const newer = (column: string) => `"newer".${column}`;
+  const self = (column: string) => `${table}.${column}`;
+  return queryRows<{ sagaType: string }>(
+    db.autocommit,
+    `update ${table} set ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null
+     where ${neverAttempted(db)} and ${c.availableAt} < ?
+       and exists (select 1 from ${table} as "newer"
+         where ${newer(c.sagaType)} = ${self(c.sagaType)} and ${newer(c.sagaId)} = ${self(c.sagaId)}
+           and ${newer(c.dispatchedAt)} is null and ${newer(c.dueAt)} <= ?
+           and (${newer(c.dueAt)} > ${self(c.dueAt)}
+             or (${newer(c.dueAt)} = ${self(c.dueAt)} and ${newer(c.id)} > ${self(c.id)})))
+     returning ${c.sagaType} as "sagaType"`,
     [now, TIMER_OUTCOMES.MISSED, backlogBefore, now],
   );
 }
 
 /** Due pending rows at `now` (for the drain helpers' report). */
-export async function countDueRows(em: EntityManager, table: DispatchTable, now: Date): Promise<number> {
-  const rows = await queryRows<{ n: number | string }>(em, `select count(*) as "n" from "${table}" where ${DUE}`, [now, now]);
+export async function countDueRows(db: DatabaseContext, table: DispatchTable, now: Date): Promise<number> {
+  const { name } = shared(db, table);
+  const rows = await queryRows<{ n: number | string }>(db.autocommit, `select count(*) as "n" from ${name} where ${due(db, table)}`, [
+    now,
+    now,
+  ]);
   return Number(rows[0]?.n ?? 0);
 }

@@ -33,11 +33,11 @@ export interface DrainOptions {
  */
 export async function drainDueTimers(dispatcher: SagaDispatcher, options: DrainOptions = {}): Promise<DrainReport> {
   const maxPasses = options.maxPasses ?? 1_000;
-  const { runtime, clock } = dispatcher.options;
-  const due = () => countDueRows(runtime.options.em.fork(), DISPATCH_TABLES.timer, clock.now());
+  const { clock } = dispatcher.options;
+  const due = () => countDueRows(dispatcher.context, DISPATCH_TABLES.timer, clock.now());
   const dueBefore = await due();
-  const timers = { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, released: 0 };
-  const outbox = { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0 };
+  const timers = { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, released: 0, interrupted: 0, lost: 0 };
+  const outbox = { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0, interrupted: 0, lost: 0 };
   for (let passes = 1; ; passes++) {
     const pass = await dispatcher.runOnce();
     for (const key of Object.keys(timers) as (keyof typeof timers)[]) timers[key] += pass.timers[key];

@@ -1,44 +1,116 @@
 /**
- * A dispatcher in a process of its own, with its own MikroORM instance, for the reliability tests.
+ * A dispatcher in a process of its own, with its own MikroORM instance, for the process-level tests.
  *
- *   node --import tsx test/support/dispatcher-process.ts <mode> <postgres url>
+ *   node --import tsx test/support/dispatcher-process.ts <mode> <postgresql|sqlite> <url or file> [options JSON]
  *
+ * Every mode prints JSON lines on stdout.
  * mode `drain`: runs passes until one claims nothing; prints one `claim` line per claimed timer and a final
- *   `done` line (JSON lines on stdout). Uses the system clock.
+ *   `done` line. Uses the system clock. With `{ "waitForGo": true }` it prints `ready` once connected and
+ *   starts when a line arrives on stdin, so several processes start together.
  * mode `hang`: claims due timers and hangs inside their steps forever; prints `entered <n>` each time a step
  *   starts, so the parent can kill the process between claim and commit.
+ * mode `poison`: like `drain`, but the step of a timer labelled `poison` kills its own process (SIGKILL);
+ *   `clockOffsetMs` shifts the system clock, so a supervisor restarting it can move past the dead process's
+ *   leases without waiting; `maxAttempts` as for the dispatcher.
  */
 import { MikroORM } from '@mikro-orm/core';
-import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
+import { type Clock, SagaDispatcher, SagaRuntime, silentLogger, systemClock } from '../../src/index.js';
 import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '../fixtures/scripted-saga.js';
-import { connectionOptions } from './databases.js';
+import { connectionOptions, type DialectName } from './databases.js';
 
-const [mode, url] = process.argv.slice(2);
-if (!url || (mode !== 'drain' && mode !== 'hang')) {
-  console.error('usage: dispatcher-process.ts <drain|hang> <postgres url>');
+/** Options a parent passes as the last argument (JSON). */
+export interface ChildOptions {
+  readonly waitForGo?: boolean;
+  readonly batchSize?: number;
+  readonly concurrency?: number;
+  readonly clockOffsetMs?: number;
+  readonly maxAttempts?: number;
+}
+
+const [mode, dialect, location, json] = process.argv.slice(2);
+if (!location || !['drain', 'hang', 'poison'].includes(mode ?? '') || !['postgresql', 'sqlite'].includes(dialect ?? '')) {
+  console.error('usage: dispatcher-process.ts <drain|hang|poison> <postgresql|sqlite> <url or file> [options JSON]');
   process.exit(2);
 }
-const orm = await MikroORM.init(connectionOptions('postgresql', url, [ScriptedSaga]));
+const options = JSON.parse(json ?? '{}') as ChildOptions;
+/**
+ * Opens the ORM with a pool no larger than the deliveries need. The PostgreSQL server is shared by parallel
+ * test files: when it has no connection slot free ("too many clients"), opening is retried a bounded number
+ * of times instead of failing the process before it dispatched anything.
+ */
+async function openOrm(): Promise<MikroORM> {
+  const config = connectionOptions(dialect as DialectName, location!, [ScriptedSaga]);
+  const pool = dialect === 'postgresql' ? { pool: { min: 0, max: (options.concurrency ?? 10) + 3 } } : {};
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await MikroORM.init({ ...config, ...pool });
+    } catch (error) {
+      if (attempt >= 40 || !/too many clients/i.test(String((error as Error)?.message))) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}
+const orm = await openOrm();
 const print = (line: object) => process.stdout.write(`${JSON.stringify({ pid: process.pid, ...line })}\n`);
 
-if (mode === 'drain') {
-  const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], concurrency: { maxAttempts: 100 } });
-  const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger, batchSize: 100, concurrency: 10 });
+/** Runs passes until one claims nothing; a failed pass (database busy) is counted and run again. */
+async function drain(dispatcher: SagaDispatcher): Promise<void> {
   dispatcher.on('claimed', ({ ids, at, leaseUntil }) => {
     for (const id of ids) print({ event: 'claim', id, at: at.toISOString(), leaseUntil: leaseUntil.toISOString() });
   });
-  const totals = { passes: 0, claimed: 0, fired: 0, stale: 0, failed: 0 };
+  const totals = { passes: 0, failedPasses: 0, claimed: 0, fired: 0, stale: 0, failed: 0, interrupted: 0, deadLettered: 0 };
   for (;;) {
-    const pass = await dispatcher.runOnce();
+    let pass: Awaited<ReturnType<SagaDispatcher['runOnce']>>;
+    try {
+      pass = await dispatcher.runOnce();
+    } catch {
+      totals.failedPasses++;
+      continue;
+    }
     totals.passes++;
     totals.claimed += pass.timers.claimed;
     totals.fired += pass.timers.fired;
     totals.stale += pass.timers.stale;
     totals.failed += pass.timers.failed;
+    totals.interrupted += pass.timers.interrupted;
+    totals.deadLettered += pass.timers.deadLettered;
     if (pass.timers.claimed === 0) break;
   }
   print({ event: 'done', ...totals });
-  await orm.close(true);
+}
+
+if (options.waitForGo) {
+  print({ event: 'ready' });
+  await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()));
+  process.stdin.pause();
+}
+
+if (mode === 'drain') {
+  const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], concurrency: { maxAttempts: 100 } });
+  const dispatcher = new SagaDispatcher({
+    runtime,
+    logger: silentLogger,
+    batchSize: options.batchSize ?? 100,
+    concurrency: options.concurrency ?? 10,
+  });
+  await drain(dispatcher);
+} else if (mode === 'poison') {
+  const offset = options.clockOffsetMs ?? 0;
+  const clock: Clock = { now: () => new Date(Date.now() + offset), sleep: systemClock.sleep };
+  const poisoned = scriptedSagaWithTick((saga, message) => {
+    // Dies as an out-of-memory kill would: no cleanup, no failure recorded, the lease left behind.
+    if (message.label === 'poison') process.kill(process.pid, 'SIGKILL');
+    saga.log += `tick:${message.label};`;
+  });
+  const runtime = new SagaRuntime({ em: orm.em, sagas: [poisoned], clock, concurrency: { maxAttempts: 100 } });
+  const dispatcher = new SagaDispatcher({
+    runtime,
+    logger: silentLogger,
+    batchSize: options.batchSize ?? 100,
+    concurrency: options.concurrency ?? 10,
+    maxAttempts: options.maxAttempts ?? 10,
+  });
+  await drain(dispatcher);
 } else {
   let entered = 0;
   const hanging = scriptedSagaWithTick(async () => {
@@ -51,3 +123,4 @@ if (mode === 'drain') {
   dispatcher.on('claimed', ({ ids }) => print({ event: 'claimed', count: ids.length }));
   await dispatcher.runOnce();
 }
+await orm.close(true);

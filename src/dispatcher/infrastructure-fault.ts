@@ -1,0 +1,46 @@
+import { ConnectionException, DeadlockException, DriverException, LockWaitTimeoutException } from '@mikro-orm/core';
+
+// SQLSTATE classes that describe the server or the connection, never the statement or the row:
+// 08 connection exception, 53 insufficient resources, 57 operator intervention (57P01 "terminating
+// connection due to administrator command", shutdown, cancel), 58 system error.
+const SERVER_SQLSTATE_CLASSES = new Set(['08', '53', '57', '58']);
+// Socket-level failures node reports as `code`.
+const NETWORK_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+// SQLite result codes of a busy, locked, full or unreadable database file.
+const SQLITE_CODES = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_IOERR', 'SQLITE_CANTOPEN', 'SQLITE_FULL', 'SQLITE_NOMEM']);
+// node-postgres raises these without a code when the socket closes under a query; MikroORM wraps them
+// in a plain DriverException (its PostgreSQL converter maps no connection errors).
+const LOST_CONNECTION = /connection terminated|not queryable|connection ended|server closed the connection/i;
+
+/**
+ * Whether `error` is a database fault rather than the delivery's own failure: the connection failed or was
+ * terminated, the server went away or refused work, the database file was locked past the busy timeout,
+ * no pooled connection could be had in time. Only errors the ORM raised count (a MikroORM `DriverException`
+ * or knex's pool timeout, anywhere in the `cause` chain): a step's own network error is the step's failure.
+ */
+export function isInfrastructureFault(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  for (let current = error; current instanceof Error && !seen.has(current); current = current.cause) {
+    seen.add(current);
+    if (current.name === 'KnexTimeoutError') return true;
+    if (current instanceof DriverException) return isServerSide(current);
+  }
+  return false;
+}
+
+function isServerSide(error: DriverException): boolean {
+  if (error instanceof ConnectionException || error instanceof LockWaitTimeoutException || error instanceof DeadlockException) return true;
+  const code = typeof error.code === 'string' ? error.code : '';
+  if (NETWORK_CODES.has(code) || SQLITE_CODES.has(code)) return true;
+  if (/^[0-9A-Z]{5}$/.test(code) && SERVER_SQLSTATE_CLASSES.has(code.slice(0, 2))) return true;
+  return LOST_CONNECTION.test(error.message);
+}

@@ -1,0 +1,109 @@
+import type { DatabaseContext } from '../sql/database-context.js';
+import { type Claim, DISPATCH_TABLES, type DispatchTable, renewLeases } from '../sql/dispatch-statements.js';
+import type { SagaLogger } from '../telemetry/logger.js';
+import type { Clock } from '../time/clock.js';
+
+/** What one lease renewal did. */
+export interface LeaseRenewal {
+  readonly table: DispatchTable;
+  /** Rows whose lease now ends at `leaseUntil`. */
+  readonly renewed: readonly string[];
+  /** Rows another dispatcher took over, or that left the pending set: not to be delivered by this one. */
+  readonly lost: readonly string[];
+  readonly leaseUntil: Date;
+}
+
+/** Settings of a {@link LeaseKeeper}. */
+export interface LeaseKeeperOptions {
+  readonly clock: Clock;
+  readonly leaseMs: number;
+  readonly logger: SagaLogger;
+  readonly onRenewed: (renewal: LeaseRenewal) => void;
+}
+
+/**
+ * Keeps the leases of the rows a dispatcher holds (claimed and not finished: waiting for a slot or being
+ * delivered) from running out: every `leaseMs / 3` of the clock it extends them to `now + leaseMs`, in one
+ * statement per table. A claim the renewal no longer finds was taken over (its lease ran out while the
+ * database could not be reached) and is reported lost, so its row is not delivered or published again.
+ */
+export class LeaseKeeper {
+  private readonly held: Record<DispatchTable, Map<string, string>> = { saga_timer: new Map(), saga_outbox: new Map() };
+  private readonly lost: Record<DispatchTable, Set<string>> = { saga_timer: new Set(), saga_outbox: new Set() };
+  private stopper: AbortController | undefined;
+
+  constructor(
+    private readonly db: DatabaseContext,
+    private readonly options: LeaseKeeperOptions,
+  ) {}
+
+  /** Starts keeping the leases of `claims`. */
+  hold(table: DispatchTable, claims: readonly Claim[]): void {
+    for (const claim of claims) this.held[table].set(claim.id, claim.token);
+    if (claims.length > 0 && !this.stopper) {
+      const stopper = new AbortController();
+      this.stopper = stopper;
+      void this.run(stopper.signal);
+    }
+  }
+
+  /** Stops keeping a row's lease: its delivery ended (or it was given back). */
+  let(table: DispatchTable, id: string): void {
+    this.held[table].delete(id);
+    this.lost[table].delete(id);
+    if (this.held.saga_timer.size + this.held.saga_outbox.size === 0) this.stop();
+  }
+
+  /** Whether a renewal found the row taken over since it was claimed. */
+  isLost(table: DispatchTable, id: string): boolean {
+    return this.lost[table].has(id);
+  }
+
+  /** Ends the renewals (the leases then run out by themselves). */
+  stop(): void {
+    this.stopper?.abort();
+    this.stopper = undefined;
+  }
+
+  private async run(signal: AbortSignal): Promise<void> {
+    const { clock, leaseMs } = this.options;
+    while (!signal.aborted) {
+      await clock.sleep(leaseMs / 3, signal);
+      if (signal.aborted) return;
+      const renewals: LeaseRenewal[] = [];
+      for (const table of Object.values(DISPATCH_TABLES)) {
+        const renewal = await this.renew(table);
+        if (renewal) renewals.push(renewal);
+      }
+      // Reported together, right before the next sleep starts: a listener that moves a fake clock on
+      // hearing of a renewal wakes the next one.
+      for (const renewal of renewals) this.options.onRenewed(renewal);
+    }
+  }
+
+  private async renew(table: DispatchTable): Promise<LeaseRenewal | undefined> {
+    const claims = [...this.held[table]].map(([id, token]) => ({ id, token }));
+    if (claims.length === 0) return undefined;
+    const leaseUntil = new Date(this.options.clock.now().getTime() + this.options.leaseMs);
+    let kept: Set<string>;
+    try {
+      kept = new Set(await renewLeases(this.db, table, claims, leaseUntil));
+    } catch (error) {
+      // The database is unreachable: the leases may run out; whoever takes a row over then re-claims it,
+      // and the tokens keep this dispatcher's late commits from applying twice.
+      this.options.logger.warn(`could not renew the leases of ${claims.length} ${table} row(s): ${(error as Error)?.message ?? error}`);
+      return undefined;
+    }
+    const lost: string[] = [];
+    for (const claim of claims) {
+      // A row whose delivery ended while the renewal ran is simply no longer held.
+      if (kept.has(claim.id) || this.held[table].get(claim.id) !== claim.token) continue;
+      this.held[table].delete(claim.id);
+      this.lost[table].add(claim.id);
+      lost.push(claim.id);
+    }
+    if (lost.length > 0)
+      this.options.logger.warn(`${lost.length} ${table} claim(s) were taken over by another dispatcher; they are not delivered here`);
+    return { table, renewed: [...kept], lost, leaseUntil };
+  }
+}

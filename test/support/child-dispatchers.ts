@@ -1,0 +1,95 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { MikroORM } from '@mikro-orm/core';
+import { SagaRuntime } from '../../src/index.js';
+import { FakeClock } from '../../src/testing/index.js';
+import type { Action } from '../fixtures/scripted-saga.js';
+import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
+import type { DialectName, TestDatabase } from './databases.js';
+import type { ChildOptions } from './dispatcher-process.js';
+
+/** One JSON line a child dispatcher printed. */
+export interface ChildLine {
+  readonly pid: number;
+  readonly event: string;
+  readonly [key: string]: unknown;
+}
+
+/** A running child dispatcher. */
+export interface ChildDispatcher {
+  readonly child: ChildProcess;
+  /** Resolves with the exit code, or null when a signal ended the process (then `signal()` says which). */
+  readonly exited: Promise<number | null>;
+  signal(): NodeJS.Signals | null;
+}
+
+/** Where a child finds the test database. */
+export function locationOf(db: TestDatabase): string {
+  return db.dialect === 'postgresql' ? (db.config.clientUrl as string) : (db.config.dbName as string);
+}
+
+/** Starts `test/support/dispatcher-process.ts` and streams its JSON lines. */
+export function startChild(
+  mode: 'drain' | 'hang' | 'poison',
+  dialect: DialectName,
+  location: string,
+  onLine: (line: ChildLine) => void,
+  options: ChildOptions = {},
+): ChildDispatcher {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'test/support/dispatcher-process.ts', mode, dialect, location, JSON.stringify(options)],
+    {
+      cwd: new URL('../..', import.meta.url).pathname,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    },
+  );
+  let stderr = '';
+  let signal: NodeJS.Signals | null = null;
+  child.stderr?.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    if (line.startsWith('{')) onLine(JSON.parse(line) as ChildLine);
+  });
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code, by) => {
+      signal = by;
+      if (code !== 0 && code !== null) console.error(stderr);
+      resolve(code);
+    }),
+  );
+  return { child, exited, signal: () => signal };
+}
+
+/** A runtime whose clock stands an hour behind the system clock: what it schedules is due for a child process. */
+export function seedingRuntime(orm: MikroORM): SagaRuntime {
+  return new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock: new FakeClock(new Date(Date.now() - 3_600_000)) });
+}
+
+/** Starts `sagas` sagas with `perSaga` timers each through `runtime`. */
+export async function seedDueTimers(runtime: SagaRuntime, prefix: string, sagas: number, perSaga: number): Promise<string[]> {
+  const keys = Array.from({ length: sagas }, (_, i) => `${prefix}-${i}`);
+  const actions: Action[] = Array.from({ length: perSaga }, (_, t) => ({ op: 'schedule', name: `t${t}`, after: t }));
+  for (let i = 0; i < keys.length; i += 25) {
+    await Promise.all(keys.slice(i, i + 25).map((key) => runtime.handle(scriptedSaga, { type: 'Start', key, actions })));
+  }
+  return keys;
+}
+
+/**
+ * The sagas whose log does not show each of their `perSaga` timers applied exactly once. Order is not
+ * checked: one dispatcher delivers a saga's timers in due order, but two dispatchers, or a retry after a
+ * failure, may apply them in another order.
+ */
+export function sagasNotAppliedOnce(sagas: ScriptedSaga[], perSaga: number): string[] {
+  const expected = Array.from({ length: perSaga }, (_, t) => `tick:t${t}`).sort();
+  return sagas
+    .filter((saga) => {
+      const [started, ...ticks] = saga.log.split(';').filter(Boolean);
+      return started !== 'started' || JSON.stringify(ticks.sort()) !== JSON.stringify(expected) || saga.version !== perSaga;
+    })
+    .map((saga) => `${saga.key}: ${saga.log} (version ${saga.version})`);
+}
+
+export { ScriptedSaga };

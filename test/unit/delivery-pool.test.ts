@@ -1,0 +1,78 @@
+// The dispatcher's delivery pool: bounded concurrency, one lane per saga in order, isolated rows alone.
+import { describe, expect, it } from 'vitest';
+import { DeliveryPool, type DeliveryTask } from '../../src/dispatcher/delivery-pool.js';
+import { deferred } from '../support/suite.js';
+
+/** A task that records when it starts and ends and waits for its gate in between. */
+function gated(log: string[], name: string, lane: string, isolated = false) {
+  const gate = deferred();
+  const started = deferred();
+  const task: DeliveryTask = {
+    lane,
+    isolated,
+    run: async () => {
+      log.push(`start ${name}`);
+      started.resolve();
+      await gate.promise;
+      log.push(`end ${name}`);
+    },
+    settle: () => undefined,
+  };
+  return { task, open: () => gate.resolve(), started: started.promise };
+}
+
+const flush = async () => {
+  for (let i = 0; i < 10; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+};
+
+describe('DeliveryPool', () => {
+  it('runs at most `concurrency` lanes at once, each lane in order, and reports room only when a slot is free and nothing waits', async () => {
+    const log: string[] = [];
+    const pool = new DeliveryPool(2, (error) => log.push(`error ${String(error)}`));
+    const a1 = gated(log, 'a1', 'a');
+    const a2 = gated(log, 'a2', 'a');
+    const b1 = gated(log, 'b1', 'b');
+    const c1 = gated(log, 'c1', 'c');
+    const all = pool.submit([a1.task, a2.task, b1.task, c1.task]);
+    await Promise.all([a1.started, b1.started]);
+    await flush();
+    expect(log).toEqual(['start a1', 'start b1']);
+    expect(pool.active).toBe(2);
+    expect(pool.hasRoom()).toBe(false);
+    a1.open();
+    await a2.started;
+    // a2 runs in lane a's slot after a1; c still waits for a slot.
+    expect(log).toEqual(['start a1', 'start b1', 'end a1', 'start a2']);
+    b1.open();
+    await c1.started;
+    a2.open();
+    const room = pool.whenRoom(new AbortController().signal);
+    await room;
+    expect(pool.hasRoom()).toBe(true);
+    c1.open();
+    await all;
+    expect(log.filter((l) => l.startsWith('start'))).toEqual(['start a1', 'start b1', 'start a2', 'start c1']);
+  });
+
+  it('an isolated task waits until nothing runs, and nothing starts while it runs', async () => {
+    const log: string[] = [];
+    const pool = new DeliveryPool(5, () => undefined);
+    const busy = gated(log, 'busy', 'x');
+    const suspect = gated(log, 'suspect', 'y', true);
+    const first = pool.submit([busy.task, suspect.task]);
+    await busy.started;
+    await flush();
+    expect(log).toEqual(['start busy']);
+    busy.open();
+    await suspect.started;
+    const later = gated(log, 'later', 'z');
+    const second = pool.submit([later.task]);
+    await flush();
+    expect(log).toEqual(['start busy', 'end busy', 'start suspect']);
+    suspect.open();
+    await later.started;
+    later.open();
+    await Promise.all([first, second]);
+    expect(log).toEqual(['start busy', 'end busy', 'start suspect', 'end suspect', 'start later', 'end later']);
+  });
+});

@@ -1,0 +1,39 @@
+// Which errors the dispatcher treats as database faults (not charged) and which as the delivery's own failure.
+import { ConnectionException, DriverException, LockWaitTimeoutException, UniqueConstraintViolationException } from '@mikro-orm/core';
+import { describe, expect, it } from 'vitest';
+import { isInfrastructureFault } from '../../src/dispatcher/infrastructure-fault.js';
+import { SagaPersistenceError } from '../../src/index.js';
+
+/** A driver error as node-postgres or node-sqlite3 raises it. */
+const driverError = (message: string, code?: string) => Object.assign(new Error(message), code ? { code } : {});
+/** What the runtime throws when its write fails: the driver error as the cause. */
+const persistenceFailure = (cause: unknown) => new SagaPersistenceError('PERSISTENCE_FAILED', 'writing the effects failed', {}, { cause });
+
+describe('isInfrastructureFault', () => {
+  it.each([
+    [
+      'a terminated PostgreSQL backend (57P01)',
+      new DriverException(driverError('terminating connection due to administrator command', '57P01')),
+    ],
+    ['a refused connection (08006)', new DriverException(driverError('connection failure', '08006'))],
+    ['a connection that closed under a query (no code)', new DriverException(driverError('Connection terminated unexpectedly'))],
+    ['a reset socket', new DriverException(driverError('read ECONNRESET', 'ECONNRESET'))],
+    ['a locked SQLite file', new LockWaitTimeoutException(driverError('SQLITE_BUSY: database is locked', 'SQLITE_BUSY'))],
+    ['a connection MikroORM classified', new ConnectionException(driverError('unable to open database file'))],
+    ['knex finding no pooled connection in time', Object.assign(new Error('Timeout acquiring a connection'), { name: 'KnexTimeoutError' })],
+  ])('%s under a unit of work is a database fault', (_, cause) => {
+    expect(isInfrastructureFault(persistenceFailure(cause))).toBe(true);
+    expect(isInfrastructureFault(cause)).toBe(true);
+  });
+
+  it.each([
+    ['a step that throws', new Error('carrier API down')],
+    // A step's own HTTP call failing is the step's failure, even with a socket error code.
+    ['a step whose fetch was reset', new TypeError('fetch failed', { cause: driverError('read ECONNRESET', 'ECONNRESET') })],
+    ['a constraint the write broke', persistenceFailure(new UniqueConstraintViolationException(driverError('duplicate key', '23505')))],
+    ['a statement error', persistenceFailure(new DriverException(driverError('column "x" does not exist', '42703')))],
+    ['not an error at all', 'a string'],
+  ])('%s is the delivery’s own failure', (_, error) => {
+    expect(isInfrastructureFault(error)).toBe(false);
+  });
+});
