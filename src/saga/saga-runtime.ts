@@ -10,6 +10,7 @@ import {
 import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import { getCorrelationId } from '../correlation/correlation-context.js';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
+import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaState } from '../entities/saga-state.js';
 import {
@@ -155,6 +156,7 @@ export class SagaRuntime {
   constructor(options: SagaRuntimeOptions) {
     this.options = resolveRuntimeOptions(options);
     this.dialect = dialectOf(this.options.em);
+    assertSagaEntitiesRegistered(this.options.em.getMetadata());
     for (const definition of this.options.sagas) {
       if (this.sagas.has(definition.name)) {
         throw new SagaDefinitionError('DEFINITION_INVALID', `Two sagas are named '${definition.name}': saga names must be unique.`, {
