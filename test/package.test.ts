@@ -2,7 +2,7 @@
 // type-checks there against its .d.ts through the exports map, and works with any metadata provider.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { cp, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -14,22 +14,59 @@ const root = resolve(import.meta.dirname, '..');
 // node_modules: one copy of @mikro-orm/core, as in a real app.
 const app = join(root, '.tmp', `package-app-${randomUUID().slice(0, 8)}`);
 
+// npm sees nothing of this machine: an empty cache and an empty user config of the app's own, instead of
+// ~/.npm and ~/.npmrc. A warm cache once hid that `npm install --offline` needs registry metadata for the
+// package's dependencies (ENOTCACHED for @opentelemetry/api on a fresh machine).
+const npmEnv = {
+  ...process.env,
+  npm_config_cache: join(app, 'npm-cache'),
+  npm_config_userconfig: join(app, 'npmrc'),
+  npm_config_update_notifier: 'false',
+};
+const npm = (args: string[], cwd: string) => run('npm', args, { cwd, env: npmEnv });
+
+/**
+ * Packs each runtime dependency of the package from the repository's node_modules, where the lockfile put
+ * the exact version. Installing these tarballs beside the package satisfies its `dependencies` with no
+ * registry request, so the test needs neither the network nor a cache, and still installs the real tarball
+ * the way a user does: a `dependencies` entry these tarballs do not satisfy (a new dependency, a changed
+ * range) makes the offline install fail with ENOTCACHED.
+ */
+async function packDependencies(): Promise<string[]> {
+  const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+  const tarballs: string[] = [];
+  for (const name of Object.keys(manifest.dependencies ?? {})) {
+    const dir = join(root, 'node_modules', name);
+    const own = JSON.parse(await readFile(join(dir, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+    // Their own dependencies would need packing too; none has any today, so keep this simple and say so.
+    expect(own.dependencies ?? {}, `${name} has dependencies of its own: pack them as well`).toEqual({});
+    const { stdout } = await npm(['pack', '--ignore-scripts', '--pack-destination', app, dir], root);
+    tarballs.push(`./${stdout.trim().split('\n').pop()}`);
+  }
+  return tarballs;
+}
+
 describe('the npm tarball in a separate MikroORM app', () => {
   beforeAll(async () => {
     await mkdir(app, { recursive: true });
-    await run('npm', ['pack', '--pack-destination', app], { cwd: root });
-    const tarball = (await readdir(app)).find((f) => f.endsWith('.tgz'));
+    await writeFile(join(app, 'npmrc'), '');
+    const { stdout } = await npm(['pack', '--pack-destination', app], root);
+    const tarball = `./${stdout.trim().split('\n').pop()}`;
+    const dependencies = await packDependencies();
     await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'saga-consumer', private: true, type: 'module' }));
-    await run('npm', ['install', '--no-save', '--legacy-peer-deps', '--offline', '--no-audit', '--no-fund', `./${tarball}`], { cwd: app });
-    await cp(join(root, 'test', 'package-app', 'app.ts'), join(app, 'app.ts'));
-    await cp(join(root, 'test', 'package-app', 'tsconfig.json'), join(app, 'tsconfig.json'));
-    await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: app });
+    await npm(['install', '--no-save', '--legacy-peer-deps', '--offline', '--no-audit', '--no-fund', tarball, ...dependencies], app);
+    await cp(join(root, 'test', 'package-app'), app, { recursive: true });
+    await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: app }).catch(
+      (error: { stdout?: string }) => {
+        throw new Error(`the app does not type-check against the package:\n${error.stdout}`);
+      },
+    );
   }, 180_000);
   afterAll(() => rm(app, { recursive: true, force: true }));
 
   it('ships built ESM and .d.ts only, with the exports map pointing at them', async () => {
     const pkg = join(app, 'node_modules', 'mikro-orm-saga');
-    const manifest = JSON.parse(await (await import('node:fs/promises')).readFile(join(pkg, 'package.json'), 'utf8'));
+    const manifest = JSON.parse(await readFile(join(pkg, 'package.json'), 'utf8'));
     for (const entry of Object.values(manifest.exports as Record<string, { import?: string; types?: string } | string>)) {
       if (typeof entry === 'string') continue;
       await expect(readdir(join(pkg, entry.import!, '..'))).resolves.toContain(entry.import!.split('/').pop());
@@ -40,31 +77,53 @@ describe('the npm tarball in a separate MikroORM app', () => {
     expect(files.some((f) => f.startsWith('test') || f.startsWith('examples') || f.startsWith('bench'))).toBe(false);
   });
 
-  const expectWorks = (stdout: string) => {
-    const result = JSON.parse(stdout.trim().split('\n').pop()!);
+  const runApp = async (...args: string[]) => {
+    const { stdout } = await run(process.execPath, ['dist/app.js', ...args], { cwd: app });
+    return JSON.parse(stdout.trim().split('\n').pop()!);
+  };
+
+  const expectWorks = (result: Record<string, unknown>) => {
     expect(result.started).toMatchObject({ outcome: 'started', version: 0, timersScheduled: 1, messagesSent: 1 });
     expect(result.paid).toMatchObject({ outcome: 'handled', version: 1, completed: true, timersCancelled: 1 });
     expect(result.timers).toBe(0);
     expect(result.libraryDiff).toBe('');
+    expect(result.missingLibraryMigrations).toEqual([]);
+    expect(String(result.activeIndex).replaceAll('"', '').replaceAll('`', '').toLowerCase()).toMatch(
+      /\(created_at\) where \(?completed_at is null\)?/,
+    );
   };
 
   it('works on SQLite with the default metadata provider', async () => {
-    const { stdout } = await run(process.execPath, ['dist/app.js', 'sqlite', 'reflect', 'reflect.sqlite'], { cwd: app });
-    expectWorks(stdout);
+    expectWorks(await runApp('sqlite', 'reflect', 'reflect.sqlite'));
   });
 
-  it('works on SQLite with the ts-morph metadata provider', async () => {
-    const { stdout } = await run(process.execPath, ['dist/app.js', 'sqlite', 'ts-morph', 'morph.sqlite'], { cwd: app });
-    expectWorks(stdout);
+  // Regression: with the metadata cache warm (ts-morph's default), the saga table's partial index came
+  // back as a plain index.
+  it('works on SQLite with the ts-morph metadata provider, its metadata cache cold and then warm', async () => {
+    const cold = await runApp('sqlite', 'ts-morph', 'morph-cold.sqlite');
+    expectWorks(cold);
+    expect(cold.cachedEntities).toBe(0);
+    const warm = await runApp('sqlite', 'ts-morph', 'morph-warm.sqlite');
+    expectWorks(warm);
+    expect(warm.cachedEntities).toBeGreaterThan(0);
   });
 
-  it('works on PostgreSQL', async () => {
+  it("runs the library's migrations from the app's own migrations folder, beside the app's migration (SQLite)", async () => {
+    const result = await runApp('sqlite', 'reflect', 'folder.sqlite', 'folder');
+    expectWorks(result);
+    expect(result.executed).toEqual(['Migration20200101000000', 'Migration20261130063252']);
+    expect(result.appNotes).toBe(0);
+  });
+
+  it("works on PostgreSQL, the library's migrations in the app's migrations folder", async () => {
     const server = inject('postgresUrl');
     const name = `saga_pkg_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
     await adminQuery(server, `create database "${name}"`);
     try {
-      const { stdout } = await run(process.execPath, ['dist/app.js', 'postgresql', 'reflect', withDatabase(server, name)], { cwd: app });
-      expectWorks(stdout);
+      const result = await runApp('postgresql', 'reflect', withDatabase(server, name), 'folder');
+      expectWorks(result);
+      expect(result.executed).toEqual(['Migration20200101000000', 'Migration20261130063251']);
+      expect(result.appNotes).toBe(0);
     } finally {
       await adminQuery(server, `drop database if exists "${name}" with (force)`);
     }

@@ -3,6 +3,7 @@ import { type EntityManager, ReferenceKind } from '@mikro-orm/core';
 import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import { getCorrelationId } from '../correlation/correlation-context.js';
 import type { DialectAdapter } from '../dialect/dialect-adapter.js';
+import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaState } from '../entities/saga-state.js';
 import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
@@ -149,6 +150,8 @@ export class SagaRuntime {
    */
   constructor(options: SagaRuntimeOptions) {
     this.options = resolveRuntimeOptions(options);
+    // Before the context reads the library tables' metadata: a missing entity gets the error that names the config keys.
+    assertSagaEntitiesRegistered(this.options.em.getMetadata());
     this.context = createDatabaseContext(this.options.em);
     this.dialect = this.context.dialect;
     for (const definition of this.options.sagas) {
