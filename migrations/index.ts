@@ -10,7 +10,8 @@ import { Migration20261130101148 as SqliteDeliveryStarted } from './sqlite/Migra
 
 /**
  * The library's migrations, oldest first, for MikroORM's `migrations.migrationsList`.
- * They create `saga_timer`, `saga_outbox` and `saga_handled_message` with every index (see docs/migrations.md).
+ * They create `saga_timer`, `saga_outbox` and `saga_handled_message` with every index, then add the delivery
+ * start mark (`delivery_started_at`) to the first two (see docs/migrations.md).
  */
 export const SAGA_MIGRATIONS: { readonly postgresql: readonly MigrationObject[]; readonly sqlite: readonly MigrationObject[] } = {
   postgresql: [
