@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { DateTimeType, Entity, Index, PrimaryKey, Property } from '@mikro-orm/core';
+import { DateTimeType, EntitySchema } from '@mikro-orm/core';
 
 /**
  * Base class of every saga state entity. Extend it with the saga's own typed columns and decorate the
@@ -15,29 +15,41 @@ import { DateTimeType, Entity, Index, PrimaryKey, Property } from '@mikro-orm/co
  *
  * Every saga table also gets a partial index over active rows (`WHERE completed_at IS NULL`).
  */
-@Entity({ abstract: true })
-@Index({
-  properties: ['completedAt'],
-  // Partial index over active sagas only. MikroORM compares expression indexes by name, so a changed
-  // definition must come with a new index name.
-  expression: (table, columns, indexName) =>
-    `create index "${indexName}" on "${table.name}" ("${columns.createdAt}") where "${columns.completedAt}" is null`,
-})
 export abstract class SagaState {
-  @PrimaryKey({ type: 'uuid', fieldName: 'id' })
   id: string = randomUUID();
-
-  @Property({ type: DateTimeType, fieldName: 'created_at' })
   createdAt!: Date;
-
-  @Property({ type: DateTimeType, fieldName: 'updated_at' })
   updatedAt!: Date;
-
-  @Property({ type: DateTimeType, fieldName: 'completed_at', nullable: true })
   completedAt: Date | null = null;
-
   // Not MikroORM's `version: true` (which starts at 1): a concurrency-checked integer the runtime bumps
   // itself, so a new row is version 0 and an unchanged row keeps its version.
-  @Property({ type: 'integer', fieldName: 'version', concurrencyCheck: true })
   version: number = 0;
 }
+
+/**
+ * SagaState's mapping, as an EntitySchema rather than decorators, because of the partial index below.
+ * Its SQL depends on the saga table, so it is a function; MikroORM's metadata cache (on by default with
+ * ts-morph) stores decorated metadata as JSON, which drops an unnamed function expression, and the next
+ * run would see a plain `(completed_at)` index. An EntitySchema has no source path, so MikroORM never
+ * caches it: the function survives. Registered with MikroORM through `SAGA_ENTITIES`, or found
+ * automatically as the parent of a saga entity (MikroORM resolves the class to this schema).
+ */
+export const SagaStateSchema = new EntitySchema<SagaState>({
+  class: SagaState,
+  abstract: true,
+  properties: {
+    id: { type: 'uuid', fieldName: 'id', primary: true },
+    createdAt: { type: DateTimeType, fieldName: 'created_at' },
+    updatedAt: { type: DateTimeType, fieldName: 'updated_at' },
+    completedAt: { type: DateTimeType, fieldName: 'completed_at', nullable: true },
+    version: { type: 'integer', fieldName: 'version', concurrencyCheck: true },
+  },
+  indexes: [
+    {
+      properties: ['completedAt'],
+      // Partial index over active sagas only. MikroORM compares expression indexes by name, so a changed
+      // definition must come with a new index name.
+      expression: (table, columns, indexName) =>
+        `create index "${indexName}" on "${table.name}" ("${columns.createdAt}") where "${columns.completedAt}" is null`,
+    },
+  ],
+});

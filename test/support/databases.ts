@@ -51,27 +51,41 @@ export function connectionOptions(dialect: DialectName, location: string, entiti
       };
 }
 
+/** A new, empty database: where it is, and how to drop it. */
+export interface EmptyDatabase {
+  /** A PostgreSQL connection URL or a SQLite file path. */
+  readonly location: string;
+  drop(): Promise<void>;
+}
+
+/** Creates an empty database of its own: a PostgreSQL database on the test server, or a fresh SQLite file. */
+export async function createEmptyDatabase(dialect: DialectName): Promise<EmptyDatabase> {
+  const name = `saga_test_${randomUUID().replaceAll('-', '').slice(0, 16)}`;
+  if (dialect === 'postgresql') {
+    const serverUrl = inject('postgresUrl');
+    await adminQuery(serverUrl, `create database "${name}"`);
+    return {
+      location: withDatabase(serverUrl, name),
+      drop: () => adminQuery(serverUrl, `drop database if exists "${name}" with (force)`),
+    };
+  }
+  const location = join(tmpdir(), `${name}.sqlite`);
+  return {
+    location,
+    async drop() {
+      await rm(location, { force: true });
+      await rm(`${location}-journal`, { force: true });
+    },
+  };
+}
+
 /**
  * Creates a database for one test file: a PostgreSQL database of its own on the test server, or a
  * fresh SQLite file. The library tables come from the project's migrations; the test's own saga
  * tables (`entities`) are created from their metadata afterwards.
  */
 export async function createTestDatabase(dialect: DialectName, entities: EntityClass<AnyEntity>[]): Promise<TestDatabase> {
-  const name = `saga_test_${randomUUID().replaceAll('-', '').slice(0, 16)}`;
-  let location: string;
-  let drop: () => Promise<void>;
-  if (dialect === 'postgresql') {
-    const serverUrl = inject('postgresUrl');
-    await adminQuery(serverUrl, `create database "${name}"`);
-    location = withDatabase(serverUrl, name);
-    drop = () => adminQuery(serverUrl, `drop database if exists "${name}" with (force)`);
-  } else {
-    location = join(tmpdir(), `${name}.sqlite`);
-    drop = async () => {
-      await rm(location, { force: true });
-      await rm(`${location}-journal`, { force: true });
-    };
-  }
+  const { location, drop } = await createEmptyDatabase(dialect);
   const config = connectionOptions(dialect, location, entities);
   const orm = await MikroORM.init(config);
   await orm.getMigrator().up();
