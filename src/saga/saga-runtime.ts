@@ -3,6 +3,7 @@ import { type EntityManager, ReferenceKind } from '@mikro-orm/core';
 import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import { getCorrelationId } from '../correlation/correlation-context.js';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
+import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
 import { SagaState } from '../entities/saga-state.js';
 import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
 import { findHandledMessage } from '../sql/handled-message-statements.js';
@@ -140,6 +141,7 @@ export class SagaRuntime {
   constructor(options: SagaRuntimeOptions) {
     this.options = resolveRuntimeOptions(options);
     this.dialect = dialectOf(this.options.em);
+    assertSagaEntitiesRegistered(this.options.em.getMetadata());
     for (const definition of this.options.sagas) {
       if (this.sagas.has(definition.name)) {
         throw new SagaDefinitionError('DEFINITION_INVALID', `Two sagas are named '${definition.name}': saga names must be unique.`, {
