@@ -1,4 +1,6 @@
 import type { MigrationObject } from '@mikro-orm/core';
+import type { Migration } from '@mikro-orm/migrations';
+import { SagaDefinitionError } from '../src/errors.js';
 import { Migration20261130063251 as PostgreSqlInitial } from './postgresql/Migration20261130063251.js';
 import { Migration20261130100809 as PostgreSqlHandledMessages } from './postgresql/Migration20261130100809.js';
 import { Migration20261130063252 as SqliteInitial } from './sqlite/Migration20261130063252.js';
@@ -18,3 +20,37 @@ export const SAGA_MIGRATIONS: { readonly postgresql: readonly MigrationObject[];
     { name: 'Migration20261130100816', class: SqliteHandledMessages },
   ],
 };
+
+/**
+ * A migration class of the library, as MikroORM's migrator takes it. An interface rather than MikroORM's
+ * `Constructor<Migration>` so that an app's `export const ... = sagaMigration(...)` has a type its
+ * declaration files can name.
+ */
+export interface SagaMigrationClass {
+  new (...args: ConstructorParameters<typeof Migration>): Migration;
+}
+
+/**
+ * One of the library's migrations, by name, for an application whose own migrations live in a folder.
+ * MikroORM runs either `migrationsList` or the folder, never both; so such an app adds, for each library
+ * migration, a file to its folder named after the migration that exports this class:
+ *
+ *   // src/migrations/Migration20261130063251.ts
+ *   export const Migration20261130063251 = sagaMigration('postgresql', 'Migration20261130063251');
+ *
+ * Both then run in name order and are recorded in the app's migration table (docs/migrations.md).
+ * @throws SagaDefinitionError `OPTION_INVALID` when `name` is not in `SAGA_MIGRATIONS[dialect]`; the message lists them.
+ */
+export function sagaMigration(dialect: keyof typeof SAGA_MIGRATIONS, name: string): SagaMigrationClass {
+  const migrations = SAGA_MIGRATIONS[dialect] ?? [];
+  const found = migrations.find((migration) => migration.name === name);
+  if (!found) {
+    throw new SagaDefinitionError(
+      'OPTION_INVALID',
+      `mikro-orm-saga has no ${String(dialect)} migration named '${name}'. Its migrations for postgresql: ` +
+        `${SAGA_MIGRATIONS.postgresql.map((m) => m.name).join(', ')}; for sqlite: ${SAGA_MIGRATIONS.sqlite.map((m) => m.name).join(', ')}.`,
+      { dialect, name },
+    );
+  }
+  return found.class as SagaMigrationClass;
+}

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { MikroORM } from '@mikro-orm/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SAGA_MIGRATIONS, sagaMigration } from '../migrations/index.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { connectionOptions, createEmptyDatabase, DIALECTS, type EmptyDatabase } from './support/databases.js';
 import { useDatabase } from './support/suite.js';
@@ -136,3 +137,18 @@ for (const dialect of DIALECTS) {
     }, 120_000);
   });
 }
+
+describe('sagaMigration, for an app that keeps its migrations in a folder', () => {
+  it('returns the named migration class of the dialect', () => {
+    for (const dialect of DIALECTS) {
+      for (const migration of SAGA_MIGRATIONS[dialect]) expect(sagaMigration(dialect, migration.name)).toBe(migration.class);
+    }
+  });
+
+  it('refuses a name the dialect does not have, listing the ones it has', () => {
+    const sqliteName = SAGA_MIGRATIONS.sqlite[0]!.name;
+    expect(() => sagaMigration('postgresql', sqliteName)).toThrow(
+      expect.objectContaining({ code: 'OPTION_INVALID', message: expect.stringContaining(SAGA_MIGRATIONS.postgresql[0]!.name) }),
+    );
+  });
+});

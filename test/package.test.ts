@@ -55,8 +55,7 @@ describe('the npm tarball in a separate MikroORM app', () => {
     const dependencies = await packDependencies();
     await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'saga-consumer', private: true, type: 'module' }));
     await npm(['install', '--no-save', '--legacy-peer-deps', '--offline', '--no-audit', '--no-fund', tarball, ...dependencies], app);
-    await cp(join(root, 'test', 'package-app', 'app.ts'), join(app, 'app.ts'));
-    await cp(join(root, 'test', 'package-app', 'tsconfig.json'), join(app, 'tsconfig.json'));
+    await cp(join(root, 'test', 'package-app'), app, { recursive: true });
     await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: app });
   }, 180_000);
   afterAll(() => rm(app, { recursive: true, force: true }));
@@ -74,31 +73,53 @@ describe('the npm tarball in a separate MikroORM app', () => {
     expect(files.some((f) => f.startsWith('test') || f.startsWith('examples') || f.startsWith('bench'))).toBe(false);
   });
 
-  const expectWorks = (stdout: string) => {
-    const result = JSON.parse(stdout.trim().split('\n').pop()!);
+  const runApp = async (...args: string[]) => {
+    const { stdout } = await run(process.execPath, ['dist/app.js', ...args], { cwd: app });
+    return JSON.parse(stdout.trim().split('\n').pop()!);
+  };
+
+  const expectWorks = (result: Record<string, unknown>) => {
     expect(result.started).toMatchObject({ outcome: 'started', version: 0, timersScheduled: 1, messagesSent: 1 });
     expect(result.paid).toMatchObject({ outcome: 'handled', version: 1, completed: true, timersCancelled: 1 });
     expect(result.timers).toBe(0);
     expect(result.libraryDiff).toBe('');
+    expect(result.missingLibraryMigrations).toEqual([]);
+    expect(String(result.activeIndex).replaceAll('"', '').replaceAll('`', '').toLowerCase()).toMatch(
+      /\(created_at\) where \(?completed_at is null\)?/,
+    );
   };
 
   it('works on SQLite with the default metadata provider', async () => {
-    const { stdout } = await run(process.execPath, ['dist/app.js', 'sqlite', 'reflect', 'reflect.sqlite'], { cwd: app });
-    expectWorks(stdout);
+    expectWorks(await runApp('sqlite', 'reflect', 'reflect.sqlite'));
   });
 
-  it('works on SQLite with the ts-morph metadata provider', async () => {
-    const { stdout } = await run(process.execPath, ['dist/app.js', 'sqlite', 'ts-morph', 'morph.sqlite'], { cwd: app });
-    expectWorks(stdout);
+  // Regression: with the metadata cache warm (ts-morph's default), the saga table's partial index came
+  // back as a plain index.
+  it('works on SQLite with the ts-morph metadata provider, its metadata cache cold and then warm', async () => {
+    const cold = await runApp('sqlite', 'ts-morph', 'morph-cold.sqlite');
+    expectWorks(cold);
+    expect(cold.cachedEntities).toBe(0);
+    const warm = await runApp('sqlite', 'ts-morph', 'morph-warm.sqlite');
+    expectWorks(warm);
+    expect(warm.cachedEntities).toBeGreaterThan(0);
   });
 
-  it('works on PostgreSQL', async () => {
+  it("runs the library's migrations from the app's own migrations folder, beside the app's migration (SQLite)", async () => {
+    const result = await runApp('sqlite', 'reflect', 'folder.sqlite', 'folder');
+    expectWorks(result);
+    expect(result.executed).toEqual(['Migration20200101000000', 'Migration20261130063252']);
+    expect(result.appNotes).toBe(0);
+  });
+
+  it("works on PostgreSQL, the library's migrations in the app's migrations folder", async () => {
     const server = inject('postgresUrl');
     const name = `saga_pkg_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
     await adminQuery(server, `create database "${name}"`);
     try {
-      const { stdout } = await run(process.execPath, ['dist/app.js', 'postgresql', 'reflect', withDatabase(server, name)], { cwd: app });
-      expectWorks(stdout);
+      const result = await runApp('postgresql', 'reflect', withDatabase(server, name), 'folder');
+      expectWorks(result);
+      expect(result.executed).toEqual(['Migration20200101000000', 'Migration20261130063251']);
+      expect(result.appNotes).toBe(0);
     } finally {
       await adminQuery(server, `drop database if exists "${name}" with (force)`);
     }

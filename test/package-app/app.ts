@@ -45,38 +45,64 @@ const subscriptionSaga = defineSaga<SubscriptionSaga, SubscriptionMessage>({
   },
 });
 
-const [dialect = 'sqlite', provider = 'reflect', location = 'app.sqlite'] = process.argv.slice(2);
+// argv: dialect, metadata provider, database location, and where migrations come from: `list` (the
+// library's `migrationsList` alone) or `folder` (the app's own folder, which holds its migration and one
+// re-export file per library migration; see docs/migrations.md).
+const [dialect = 'sqlite', provider = 'reflect', location = 'app.sqlite', source = 'list'] = process.argv.slice(2);
+const sagaDialect = dialect === 'postgresql' ? 'postgresql' : 'sqlite';
+const discoveryLog: string[] = [];
 const common = {
   entities: [...SAGA_ENTITIES, SubscriptionSaga],
   extensions: [Migrator],
   metadataProvider: provider === 'ts-morph' ? TsMorphMetadataProvider : undefined,
-  metadataCache: { enabled: false },
+  // The metadata cache keeps MikroORM's default: on with ts-morph (in ./temp), off otherwise.
+  debug: ['discovery' as const],
+  logger: (message: string) => void discoveryLog.push(message),
+  migrations:
+    source === 'folder'
+      ? { path: `dist/migrations-${sagaDialect}`, glob: '!(*.d).js', silent: true, snapshot: false }
+      : { migrationsList: [...SAGA_MIGRATIONS[sagaDialect]], silent: true, snapshot: false },
 };
 const options: Options =
   dialect === 'postgresql'
-    ? {
-        ...common,
-        driver: PostgreSqlDriver,
-        clientUrl: location,
-        migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], silent: true, snapshot: false },
-      }
-    : {
-        ...common,
-        driver: SqliteDriver,
-        dbName: location,
-        migrations: { migrationsList: [...SAGA_MIGRATIONS.sqlite], silent: true, snapshot: false },
-      };
+    ? { ...common, driver: PostgreSqlDriver, clientUrl: location }
+    : { ...common, driver: SqliteDriver, dbName: location };
 
 const orm = await MikroORM.init(options);
 try {
   await orm.getMigrator().up();
-  await orm.getSchemaGenerator().updateSchema();
+  // The app's own table (`app_note`, folder mode) is no entity: keep it.
+  const dropTables = source !== 'folder';
+  await orm.getSchemaGenerator().updateSchema({ dropTables });
   const runtime = new SagaRuntime({ em: orm.em, sagas: [subscriptionSaga], clock: new FakeClock() });
   const started = await runtime.handle(subscriptionSaga, { type: 'TrialStarted', customerId: 'c-1' });
   const paid = await runtime.handle(subscriptionSaga, { type: 'Paid', customerId: 'c-1' });
-  const timers = await orm.em.fork().count(SagaTimer, {});
-  const libraryDiff = (await orm.getSchemaGenerator().getUpdateSchemaSQL({ wrap: false })).trim();
-  console.log(JSON.stringify({ started, paid, timers, libraryDiff }));
+  const em = orm.em.fork();
+  const timers = await em.count(SagaTimer, {});
+  const libraryDiff = (await orm.getSchemaGenerator().getUpdateSchemaSQL({ wrap: false, dropTables })).trim();
+  const executed = (await orm.getMigrator().getExecutedMigrations()).map((migration) => migration.name);
+  const missingLibraryMigrations = SAGA_MIGRATIONS[sagaDialect].map((m) => m.name).filter((name) => !executed.includes(name));
+  const indexQuery =
+    dialect === 'postgresql'
+      ? `select indexdef as sql from pg_indexes where indexname = 'subscription_saga_completed_at_index'`
+      : `select sql from sqlite_master where name = 'subscription_saga_completed_at_index'`;
+  const [activeIndex] = await em.getConnection().execute<{ sql: string }[]>(indexQuery);
+  const appNotes =
+    source === 'folder' ? Number((await em.getConnection().execute<{ n: number }[]>('select count(*) as n from "app_note"'))[0]?.n) : null;
+  const cachedEntities = discoveryLog.filter((line) => line.includes('using cached metadata')).length;
+  console.log(
+    JSON.stringify({
+      started,
+      paid,
+      timers,
+      libraryDiff,
+      executed,
+      missingLibraryMigrations,
+      activeIndex: activeIndex?.sql,
+      cachedEntities,
+      appNotes,
+    }),
+  );
 } finally {
   await orm.close(true);
 }
