@@ -1,0 +1,81 @@
+// The docs' examples are code that runs: the README's saga definition is test/docs/order-saga.ts, and the
+// docs/testing.md snippet is the marked region below. The first test keeps the docs and the code equal.
+// Regression: the testing.md snippet advanced the clock 31 s where no timer was due yet.
+import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { type OutboxEnvelope, SagaDispatcher, SagaRuntime } from '../src/index.js';
+import { advanceAndDrain, FakeClock } from '../src/testing/index.js';
+import { OrderSaga, orderSaga } from './docs/order-saga.js';
+import { DIALECTS } from './support/databases.js';
+import { useDatabase } from './support/suite.js';
+
+const root = resolve(import.meta.dirname, '..');
+const read = (path: string) => readFile(resolve(root, path), 'utf8');
+
+/** The first ```ts block after `heading` in a markdown file. */
+async function codeBlockAfter(markdown: string, heading: string): Promise<string> {
+  const text = await read(markdown);
+  const block = text.slice(text.indexOf(heading)).match(/```ts\n([\s\S]*?)```/);
+  if (!text.includes(heading) || !block) throw new Error(`${markdown}: no ts block after '${heading}'`);
+  return block[1]!;
+}
+
+/** Lines without indentation and blank lines, so an example can sit inside a test body. */
+const lines = (code: string) =>
+  code
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+
+/** An import of the published package, as this repository imports it. */
+const local = (line: string) =>
+  line
+    .replace("from 'mikro-orm-saga/testing'", "from '../src/testing/index.js'")
+    .replace("from 'mikro-orm-saga'", "from '../src/index.js'")
+    .replace("from './order-saga.js'", "from './docs/order-saga.js'");
+
+describe('the docs show the code the tests run', () => {
+  it("README 'Define a saga' is test/docs/order-saga.ts", async () => {
+    const readme = await codeBlockAfter('README.md', '## Define a saga');
+    const file = (await read('test/docs/order-saga.ts')).split('\n').slice(1).join('\n');
+    expect(readme).toBe(file.replace("from '../../src/index.js'", "from 'mikro-orm-saga'"));
+  });
+
+  it("docs/testing.md 'Your sagas' is this file's marked region, with its imports", async () => {
+    const doc = lines(await codeBlockAfter('docs/testing.md', '## Your sagas'));
+    const source = lines(await read('test/docs-examples.test.ts'));
+    const region = source.slice(source.indexOf('// docs/testing.md begin') + 1, source.indexOf('// docs/testing.md end'));
+    expect(region).toEqual(doc.filter((line) => !line.startsWith('import ')));
+    for (const line of doc.filter((l) => l.startsWith('import '))) expect(source).toContain(local(line));
+  });
+});
+
+for (const dialect of DIALECTS) {
+  describe(`the docs/testing.md example (${dialect})`, () => {
+    const db = useDatabase(dialect, [OrderSaga]);
+
+    it('the stock timeout fires after a minute, not before, and the outbox is relayed', async () => {
+      const orm = db().orm;
+      // docs/testing.md begin
+      const clock = new FakeClock('2026-01-05T09:00:00Z');
+      const runtime = new SagaRuntime({ em: orm.em, sagas: [orderSaga], clock });
+      const sent: OutboxEnvelope[] = [];
+      const dispatcher = new SagaDispatcher({ runtime, publish: async (envelope) => void sent.push(envelope) });
+
+      await runtime.handle(orderSaga, { type: 'OrderPlaced', orderId: 'o-1' });
+      const early = await advanceAndDrain(clock, dispatcher, { seconds: 59 }); // relays ReserveStock; no timer is due yet
+      const due = await advanceAndDrain(clock, dispatcher, { seconds: 1 }); // 'stock-timeout' fires
+      const saga = await orm.em.fork().findOneOrFail(OrderSaga, { orderId: 'o-1' });
+      // early.timers.fired === 0, due.timers.fired === 1, sent[0].type === 'ReserveStock',
+      // saga.step === 'Cancelled', saga.completedAt is set
+      // docs/testing.md end
+      expect(early.timers.fired).toBe(0);
+      expect(early.outbox.published).toBe(1);
+      expect(due.timers.fired).toBe(1);
+      expect(sent.map((envelope) => envelope.type)).toEqual(['ReserveStock']);
+      expect(saga.step).toBe('Cancelled');
+      expect(saga.completedAt).toEqual(new Date('2026-01-05T09:01:00Z'));
+    });
+  });
+}

@@ -1,0 +1,37 @@
+// The README's "Define a saga" example, verbatim but for the import path (test/docs-examples.test.ts keeps them equal).
+import { Entity, Property } from '@mikro-orm/core';
+import { defineSaga, SagaState } from '../../src/index.js';
+
+@Entity()
+export class OrderSaga extends SagaState {
+  // id, created/updated/completed_at and version come with it
+  @Property({ type: 'string', unique: true }) orderId!: string; // correlation property: must be unique
+  @Property({ type: 'string' }) step: string = 'ReservingStock';
+}
+
+type OrderMessage =
+  | { type: 'OrderPlaced'; orderId: string }
+  | { type: 'StockReserved'; orderId: string }
+  | { type: 'StockTimedOut'; orderId: string };
+
+export const orderSaga = defineSaga<OrderSaga, OrderMessage>({
+  name: 'order',
+  state: OrderSaga,
+  correlation: { property: 'orderId', from: (m) => m.orderId },
+  startedBy: ['OrderPlaced'],
+  stepProperty: 'step', // a timer belongs to the step the saga is in once its scheduling step has run
+  steps: {
+    OrderPlaced(_saga, m, ctx) {
+      // the saga stays in ReservingStock: 'stock-timeout' belongs to it
+      ctx.schedule('stock-timeout', { minutes: 1 }, { type: 'StockTimedOut', orderId: m.orderId });
+      ctx.send({ type: 'ReserveStock', orderId: m.orderId }); // outbox row, same transaction
+    },
+    StockReserved(saga) {
+      saga.step = 'CapturingPayment'; // leaves ReservingStock: 'stock-timeout' is cancelled
+    },
+    StockTimedOut(saga, _m, ctx) {
+      saga.step = 'Cancelled';
+      ctx.complete();
+    },
+  },
+});
