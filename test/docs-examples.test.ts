@@ -1,5 +1,6 @@
-// The docs' examples are code that runs: the README's saga definition is test/docs/order-saga.ts, and the
-// docs/testing.md snippet is the marked region below. The first test keeps the docs and the code equal.
+// The docs' examples are code that is checked: the README's saga definition is test/docs/order-saga.ts, its
+// registration example test/docs/register-app.ts (type-checked), and the docs/testing.md snippet is the
+// marked region below (run on both databases). The first tests keep the docs and the code equal.
 // Regression: the testing.md snippet advanced the clock 31 s where no timer was due yet.
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
@@ -40,6 +41,13 @@ describe('the docs show the code the tests run', () => {
     const readme = await codeBlockAfter('README.md', '## Define a saga');
     const file = (await read('test/docs/order-saga.ts')).split('\n').slice(1).join('\n');
     expect(readme).toBe(file.replace("from '../../src/index.js'", "from 'mikro-orm-saga'"));
+  });
+
+  it("README 'Add it to your MikroORM app' is test/docs/register-app.ts", async () => {
+    const readme = await codeBlockAfter('README.md', '## Add it to your MikroORM app');
+    const file = await read('test/docs/register-app.ts');
+    const example = file.slice(file.indexOf('// README begin\n') + '// README begin\n'.length);
+    expect(readme).toBe(example.replace("from '../../src/index.js'", "from 'mikro-orm-saga'"));
   });
 
   it("docs/testing.md 'Your sagas' is this file's marked region, with its imports", async () => {
