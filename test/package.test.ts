@@ -56,7 +56,11 @@ describe('the npm tarball in a separate MikroORM app', () => {
     await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'saga-consumer', private: true, type: 'module' }));
     await npm(['install', '--no-save', '--legacy-peer-deps', '--offline', '--no-audit', '--no-fund', tarball, ...dependencies], app);
     await cp(join(root, 'test', 'package-app'), app, { recursive: true });
-    await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: app });
+    await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: app }).catch(
+      (error: { stdout?: string }) => {
+        throw new Error(`the app does not type-check against the package:\n${error.stdout}`);
+      },
+    );
   }, 180_000);
   afterAll(() => rm(app, { recursive: true, force: true }));
 
