@@ -111,7 +111,7 @@ describe('the npm tarball in a separate MikroORM app', () => {
   it("runs the library's migrations from the app's own migrations folder, beside the app's migration (SQLite)", async () => {
     const result = await runApp('sqlite', 'reflect', 'folder.sqlite', 'folder');
     expectWorks(result);
-    expect(result.executed).toEqual(['Migration20200101000000', 'Migration20261130063252']);
+    expect(result.executed).toEqual(['Migration20200101000000', 'Migration20261130063252', 'Migration20261130100816']);
     expect(result.appNotes).toBe(0);
   });
 
@@ -122,7 +122,7 @@ describe('the npm tarball in a separate MikroORM app', () => {
     try {
       const result = await runApp('postgresql', 'reflect', withDatabase(server, name), 'folder');
       expectWorks(result);
-      expect(result.executed).toEqual(['Migration20200101000000', 'Migration20261130063251']);
+      expect(result.executed).toEqual(['Migration20200101000000', 'Migration20261130063251', 'Migration20261130100809']);
       expect(result.appNotes).toBe(0);
     } finally {
       await adminQuery(server, `drop database if exists "${name}" with (force)`);
