@@ -25,7 +25,7 @@ export const SAGA_ERROR_CODES = {
   PAYLOAD_NOT_SERIALIZABLE: 'PAYLOAD_NOT_SERIALIZABLE',
   /** A payload is larger than `maxPayloadBytes`. */
   PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
-  /** A step context was used after its step returned. */
+  /** A step context was used, or the state entity changed, after its step returned. */
   CONTEXT_CLOSED: 'CONTEXT_CLOSED',
   /** Optimistic-concurrency retries ran out. */
   CONCURRENCY_CONFLICT: 'CONCURRENCY_CONFLICT',

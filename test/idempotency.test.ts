@@ -1,10 +1,10 @@
 // DESIGN rule 18 on every database: a message id is recorded with its unit of work, and the same id again
 // writes nothing and answers `duplicate` with the version it produced.
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MESSAGE_ID_RETENTION_MS, SagaRuntime, SagaValidationError } from '../src/index.js';
+import { DEFAULT_MESSAGE_ID_RETENTION_MS, SagaRuntime, SagaSchemaError, SagaValidationError } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga, scriptedVariant } from './fixtures/scripted-saga.js';
-import { DIALECTS } from './support/databases.js';
+import { createTestDatabase, DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
@@ -174,6 +174,61 @@ for (const dialect of DIALECTS) {
       await expect(attempt).rejects.toBeInstanceOf(SagaValidationError);
       await expect(attempt).rejects.toMatchObject({ code: 'MESSAGE_ID_INVALID' });
       expect(await rows.sagas()).toHaveLength(before);
+    });
+  });
+}
+
+for (const dialect of DIALECTS) {
+  describe(`idempotent handling: what the first review broke (${dialect})`, () => {
+    const db = useDatabase(dialect, [ScriptedSaga]);
+    const setup = () => {
+      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock: new FakeClock() });
+      return { runtime, rows: rowsOf(db().orm) };
+    };
+
+    it('the redelivery of the message that completed the saga is a duplicate, not ignored', async () => {
+      const { runtime } = setup();
+      const key = uniqueKey('completing');
+      await runtime.handle(scriptedSaga, { type: 'Start', key }, { messageId: `${key}-start` });
+      const finish = { type: 'Do', key, actions: [{ op: 'complete' }] } as const;
+      const first = await runtime.handle(scriptedSaga, finish, { messageId: `${key}-finish` });
+      const again = await Promise.all(
+        Array.from({ length: 5 }, () => runtime.handle(scriptedSaga, finish, { messageId: `${key}-finish` })),
+      );
+      const start = await runtime.handle(scriptedSaga, { type: 'Start', key }, { messageId: `${key}-start` });
+      expect(first).toMatchObject({ outcome: 'handled', version: 1, completed: true });
+      expect(again.map((r) => `${r.outcome}@${r.version}`)).toEqual(Array(5).fill('duplicate@1'));
+      expect(start).toMatchObject({ outcome: 'duplicate', version: 0 });
+      expect(runtime.stats()).toMatchObject({ duplicates: 6, ignoredCompleted: 0 });
+    });
+
+    it('a message id of ten million characters is refused as MESSAGE_ID_INVALID without being copied', async () => {
+      const { runtime } = setup();
+      const attempt = runtime.handle(scriptedSaga, { type: 'Start', key: uniqueKey('huge-id') }, { messageId: 'x'.repeat(10_000_000) });
+      await expect(attempt).rejects.toMatchObject({ code: 'MESSAGE_ID_INVALID' });
+    });
+
+    it('without the saga_handled_message table, the lookup and the purge are SCHEMA_INVALID naming the table, not the id', async () => {
+      const scratch = await createTestDatabase(dialect, [ScriptedSaga]);
+      try {
+        const runtime = new SagaRuntime({ em: scratch.orm.em, sagas: [scriptedSaga], clock: new FakeClock() });
+        const key = uniqueKey('no-table');
+        await runtime.handle(scriptedSaga, { type: 'Start', key });
+        await scratch.orm.em.getConnection().execute('drop table "saga_handled_message"');
+        const lookup = await runtime
+          .handle(scriptedSaga, { type: 'Do', key, actions: [] }, { messageId: 'secret-token-123' })
+          .catch((e: unknown) => e);
+        expect(lookup).toBeInstanceOf(SagaSchemaError);
+        expect(lookup).toMatchObject({ code: 'SCHEMA_INVALID' });
+        expect((lookup as Error).message).toContain('saga_handled_message');
+        expect((lookup as Error).message).toContain("library's migrations");
+        expect((lookup as Error).message).not.toContain('secret-token-123');
+        const purge = await runtime.purgeExpiredMessageIds().catch((e: unknown) => e);
+        expect(purge).toBeInstanceOf(SagaSchemaError);
+        expect((purge as Error).message).toContain('saga_handled_message');
+      } finally {
+        await scratch.dispose();
+      }
     });
   });
 }

@@ -1,7 +1,8 @@
-import type { EntityManager } from '@mikro-orm/core';
+import { type EntityManager, TableNotFoundException } from '@mikro-orm/core';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
-import { SagaValidationError } from '../errors.js';
-import { deleteHandledMessagesBefore } from '../sql/handled-message-statements.js';
+import { type SagaError, SagaPersistenceError, SagaSchemaError, SagaValidationError } from '../errors.js';
+import { deleteHandledMessagesBefore, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
+import { nameProblem } from './stored-text.js';
 
 /** Default of `messageIds.retentionMs`: how long a handled message id is remembered, ms (7 days). */
 export const DEFAULT_MESSAGE_ID_RETENTION_MS = 7 * 24 * 3_600_000;
@@ -16,30 +17,18 @@ export interface PurgeResult {
   readonly batches: number;
 }
 
-// U+0000 and unpaired UTF-16 surrogates: PostgreSQL refuses the first and turns the second into U+FFFD,
-// so two different ids could be stored as one.
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
 /**
  * Checks a caller's message id: a string of 1 to 200 characters (code points) without U+0000 or unpaired
  * surrogates, stored exactly as given.
  * @throws SagaValidationError `MESSAGE_ID_INVALID` otherwise, before anything is read or written.
  */
 export function checkMessageId(value: unknown, sagaType: string, messageType: string): string {
-  const problem =
-    typeof value !== 'string'
-      ? `is a ${value === null ? 'null' : typeof value}, not a string`
-      : value === ''
-        ? 'is empty'
-        : [...value].length > COLUMN_LIMITS.messageId
-          ? `is ${[...value].length} characters long, over the limit of ${COLUMN_LIMITS.messageId}`
-          : value.includes('\u0000') || LONE_SURROGATE.test(value)
-            ? 'contains U+0000 or an unpaired surrogate'
-            : undefined;
+  // Counted in code points without copying the string: a 30-million-character id is refused at once.
+  const problem = nameProblem(value, { maxLength: COLUMN_LIMITS.messageId });
   if (problem) {
     throw new SagaValidationError(
       'MESSAGE_ID_INVALID',
-      `The message id of '${messageType}' for saga ${sagaType} ${problem}: pass the broker's message id (a string of 1 to ${COLUMN_LIMITS.messageId} characters), or none.`,
+      `The message id of '${messageType}' for saga ${sagaType} ${problem}: pass the broker's message id (a string of 1 to ${COLUMN_LIMITS.messageId} characters, without U+0000 or lone surrogates), or none.`,
       { sagaType, messageType },
     );
   }
@@ -59,10 +48,35 @@ export async function purgeHandledMessagesBefore(
   let deleted = 0;
   let batches = 0;
   while (batches < maxBatches) {
-    const count = await deleteHandledMessagesBefore(em.fork({ clear: true }), cutoff, batchSize);
+    let count: number;
+    try {
+      count = await deleteHandledMessagesBefore(em.fork({ clear: true }), cutoff, batchSize);
+    } catch (error) {
+      throw purgeFailed(error, deleted);
+    }
     batches++;
     deleted += count;
     if (count < batchSize) break;
   }
   return { deleted, batches };
+}
+
+/** A typed error for a failed purge batch: names the table and the exception class, never SQL or values. */
+function purgeFailed(error: unknown, deletedBefore: number): SagaError {
+  const name = error instanceof Error ? error.constructor.name : typeof error;
+  const sofar = `${deletedBefore} record(s) were deleted by earlier batches; the failed batch deleted nothing`;
+  if (error instanceof TableNotFoundException) {
+    return new SagaSchemaError(
+      'SCHEMA_INVALID',
+      `Purging expired message ids failed: table ${HANDLED_MESSAGE_TABLE} does not exist (${sofar}). Run the library's migrations (SAGA_MIGRATIONS from 'mikro-orm-saga/migrations', or your own generated from SAGA_ENTITIES; docs/migrations.md).`,
+      { table: HANDLED_MESSAGE_TABLE, operation: 'delete' },
+      { cause: error },
+    );
+  }
+  return new SagaPersistenceError(
+    'PERSISTENCE_FAILED',
+    `Purging expired message ids failed (delete on ${HANDLED_MESSAGE_TABLE}: ${name}); ${sofar}. Run the purge again once the database answers; the driver's error is the \`cause\`.`,
+    { table: HANDLED_MESSAGE_TABLE, operation: 'delete', deleted: deletedBefore },
+    { cause: error },
+  );
 }

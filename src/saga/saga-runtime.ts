@@ -8,7 +8,7 @@ import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaState } from '../entities/saga-state.js';
 import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
-import { findHandledMessage } from '../sql/handled-message-statements.js';
+import { findHandledMessage, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type Clock, systemClock } from '../time/clock.js';
 import { checkCorrelationId, correlationCheckFor } from './correlation-value.js';
@@ -28,7 +28,7 @@ import { labelOf, nameProblem } from './stored-text.js';
 import { classifyFailure, type FailureContext, RetryableConflict } from './unit-of-work/classify-failure.js';
 import { type IgnoredMessage, loadInstance } from './unit-of-work/load-instance.js';
 import { planTimerRetirement, planWrites } from './unit-of-work/plan-writes.js';
-import { runStep } from './unit-of-work/run-step.js';
+import { runStep, sealState } from './unit-of-work/run-step.js';
 import { runNamed, StaleTimer, type WriteReport, writePlan } from './unit-of-work/write-plan.js';
 
 /** Default of `concurrency.maxAttempts`: units of work tried per message before a `SagaConcurrencyError`. */
@@ -382,6 +382,15 @@ export class SagaRuntime {
     const instance = await runNamed('read', meta.tableName, () => loadInstance(em, saga, message, target, now)).catch(
       failed({ sagaId: timer?.sagaId, startedWith: undefined, timerNames: [] }),
     );
+    const messageId = target.kind === 'correlation' ? target.messageId : undefined;
+    // Looked up before the ignore decision: the redelivery of the message that completed the saga is a duplicate.
+    const existing = instance.kind === 'ignored' ? instance.state : instance.isNew ? null : instance.state;
+    if (messageId !== undefined && existing) {
+      const handled = await runNamed('read', HANDLED_MESSAGE_TABLE, () =>
+        findHandledMessage(em, definition.name, existing.id, messageId),
+      ).catch(failed({ sagaId: existing.id, startedWith: undefined, timerNames: [] }));
+      if (handled) return { ...this.result(HANDLE_OUTCOMES.DUPLICATE, base, existing, saga, NO_EFFECTS), version: handled.version };
+    }
     if (instance.kind === 'ignored') {
       // A timer for a saga that is gone or completed leaves the pending set, so it is not delivered again.
       if (timer) {
@@ -389,11 +398,6 @@ export class SagaRuntime {
         await retirement.catch(ignoreStale).catch(failed({ sagaId: timer.sagaId, startedWith: undefined, timerNames: [] }));
       }
       return this.ignored(base, saga, instance, timer);
-    }
-    const messageId = target.kind === 'correlation' ? target.messageId : undefined;
-    if (messageId !== undefined && !instance.isNew) {
-      const handled = await findHandledMessage(em, definition.name, instance.state.id, messageId);
-      if (handled) return { ...this.result(HANDLE_OUTCOMES.DUPLICATE, base, instance.state, saga, NO_EFFECTS), version: handled.version };
     }
     const firing = timer && { id: timer.id, name: timer.name, dueAt: timer.dueAt, attempts: timer.attempts };
     const run = await runStep(em, saga, instance, message, { now, correlationId, timer: firing });
@@ -409,10 +413,11 @@ export class SagaRuntime {
       messageId,
     });
     const { state } = instance;
+    const verifyUnchanged = sealState(em, definition.name, state);
     if (!plan) return this.result(HANDLE_OUTCOMES.HANDLED, base, state, saga, { ...NO_EFFECTS, completed: run.completed });
     let report: WriteReport;
     try {
-      report = await writePlan(em, plan, { state, meta });
+      report = await writePlan(em, plan, { state, meta, verifyUnchanged });
     } catch (error) {
       if (!(error instanceof StaleTimer)) {
         const startedWith = instance.isNew && target.kind === 'correlation' ? { value: target.value } : undefined;

@@ -1,6 +1,9 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { queryRows, runStatement } from './sql-executor.js';
 
+/** The table of handled message ids. */
+export const HANDLED_MESSAGE_TABLE = 'saga_handled_message';
+
 /** A message id recorded by a unit of work. */
 export interface HandledMessageWrite {
   readonly id: string;

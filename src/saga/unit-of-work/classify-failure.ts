@@ -201,7 +201,7 @@ function schemaInvalid(context: FailureContext, failure: StatementFailure, cause
       : missing && missing.length > 0
         ? `table ${table} lacks column(s) ${missing.join(', ')}`
         : `table ${table ?? '?'} or one of its columns does not exist`;
-  const library = table === 'saga_timer' || table === 'saga_outbox';
+  const library = table === 'saga_timer' || table === 'saga_outbox' || table === 'saga_handled_message';
   const entity = table === undefined ? undefined : entityOf(context.em, table);
   const fix = library
     ? "run the library's migrations (SAGA_MIGRATIONS from 'mikro-orm-saga/migrations'), or with SAGA_ENTITIES in your entities generate and run your own: `npx mikro-orm migration:create` then `npx mikro-orm migration:up` (docs/migrations.md)"

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/core';
 import type { SagaState } from '../../entities/saga-state.js';
-import { SagaValidationError } from '../../errors.js';
+import { SagaError, SagaValidationError } from '../../errors.js';
 import { TIMER_SCOPES } from '../../timers/timer-plan.js';
 import type { SagaMessage } from '../define-saga.js';
 import { type RegisteredSaga, readStep } from '../registered-saga.js';
@@ -98,4 +98,23 @@ function assertRuntimeColumnsUnchanged(sagaType: string, state: SagaState, befor
     `A step of saga ${sagaType}/${String(before.id)} changed ${changed.join(', ')}, which the runtime owns; nothing was written. Keep your data in your own properties, and complete the saga with ctx.complete() (reopen it with ctx.reopen()).`,
     { sagaType, sagaId: String(before.id), columns: changed },
   );
+}
+
+/**
+ * Seals what was checked: the returned function throws `CONTEXT_CLOSED` when the state entity changed since
+ * (a callback or promise the step did not await kept writing to it), so the flush never writes a value that
+ * the runtime-column and state-value checks did not see. Compares MikroORM's own snapshot of the entity.
+ */
+export function sealState(em: EntityManager, sagaType: string, state: SagaState): () => void {
+  const snapshot = () =>
+    JSON.stringify(em.getComparator().prepareEntity(state), (_, value) => (typeof value === 'bigint' ? `${value}n` : value));
+  const checked = snapshot();
+  return () => {
+    if (snapshot() === checked) return;
+    throw new SagaError(
+      'CONTEXT_CLOSED',
+      `The state of saga ${sagaType}/${state.id} changed after its step returned (a callback or promise the step did not await); nothing was written. Await everything a step starts before it returns.`,
+      { sagaType, sagaId: state.id },
+    );
+  };
 }

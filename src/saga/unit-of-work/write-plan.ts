@@ -54,6 +54,11 @@ export interface WriteReport {
 export interface SagaRowTarget {
   readonly state: SagaState | undefined;
   readonly meta: EntityMetadata;
+  /**
+   * Throws when the state changed since the step's changes were checked (a callback the step did not await).
+   * Called right before the flush, with nothing awaited in between.
+   */
+  readonly verifyUnchanged?: () => void;
 }
 
 /**
@@ -130,7 +135,7 @@ export async function runNamed<T>(operation: StatementOperation, table: string |
   }
 }
 
-function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta }: SagaRowTarget): PlannedStatement | undefined {
+function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }: SagaRowTarget): PlannedStatement | undefined {
   const row = plan.sagaRow;
   const table = meta.tableName;
   switch (row.kind) {
@@ -146,12 +151,21 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta }: SagaRowTarget):
         },
       };
     case 'insert':
-      return { operation: 'insert', table, run: (em) => em.flush().then(() => 0) };
+      return {
+        operation: 'insert',
+        table,
+        run: async (em) => {
+          verifyUnchanged?.();
+          await em.flush();
+          return 0;
+        },
+      };
     case 'update':
       return {
         operation: 'update',
         table,
         run: async (em) => {
+          verifyUnchanged?.();
           state!.version = row.version;
           state!.updatedAt = row.updatedAt;
           await em.flush();
