@@ -13,6 +13,7 @@ import {
 } from '../src/index.js';
 import { textProblem } from '../src/saga/stored-text.js';
 import { FakeClock } from '../src/testing/index.js';
+import { COLUMN_TYPE_ENTITIES, floatKeySaga } from './fixtures/column-type-sagas.js';
 import { NumberedSaga, numberedSaga, scriptedById } from './fixtures/numbered-saga.js';
 import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
@@ -39,7 +40,7 @@ const calendars: Record<string, BusinessCalendar> = {
 
 for (const dialect of DIALECTS) {
   describe(`input contract (${dialect})`, () => {
-    const db = useDatabase(dialect, [ScriptedSaga, NumberedSaga]);
+    const db = useDatabase(dialect, [ScriptedSaga, NumberedSaga, ...COLUMN_TYPE_ENTITIES]);
     const setup = () => {
       const clock = new FakeClock('2026-01-09T16:00:00.000Z');
       const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga, numberedSaga, scriptedById], clock, calendars });
@@ -262,6 +263,8 @@ for (const dialect of DIALECTS) {
         ['NaN in a double column', { score: Number.NaN }, /is NaN/],
         ['an invalid Date', { seenAt: new Date(Number.NaN) }, /invalid Date/],
         ['a Date in year 10000', { seenAt: new Date('+010000-01-01T00:00:00Z') }, /outside years 1 to 9999/],
+        ['1e300 in a float column (PostgreSQL real refuses it, SQLite stored it)', { ratio: 1e300 }, /range of a 4-byte float/],
+        ['1e-50 in a float column (PostgreSQL real refuses it, SQLite stored it)', { ratio: -1e-50 }, /too close to zero/],
       ])('%s is STATE_VALUE_INVALID on both databases, and nothing is written', async (_what, set, hint) => {
         const { runtime } = setup();
         const number = Math.floor(Math.random() * 1_000_000);
@@ -293,6 +296,27 @@ for (const dialect of DIALECTS) {
           expect(row).toMatchObject({ label: '😀'.repeat(20), score: -0.5 });
           expect(row?.seenAt?.toISOString()).toBe(seenAt.toISOString());
         }
+      });
+    });
+
+    describe('column types the two databases store differently', () => {
+      it('a float (real) correlation property is DEFINITION_INVALID: PostgreSQL rounded 0.1, so the saga was never found again', () => {
+        expect(() => new SagaRuntime({ em: db().orm.em, sagas: [floatKeySaga] })).toThrow(
+          expect.objectContaining({ code: 'DEFINITION_INVALID', message: expect.stringMatching(/key is a 4-byte float.*double/) }),
+        );
+      });
+
+      it('a float state column takes 3.4028235e38 (LARGEST_FLOAT), 0.5 and 0, read back alike', async () => {
+        const { runtime } = setup();
+        const number = Math.floor(Math.random() * 1_000_000);
+        for (const ratio of [-3.4028235e38, 0.5, 0]) {
+          await runtime.handle(numberedSaga, { type: 'Touch', number, set: { ratio } });
+          expect((await db().orm.em.fork().findOne(NumberedSaga, { number }))?.ratio).toBe(ratio);
+        }
+        // As documented: PostgreSQL rounds a float to 4 bytes, SQLite keeps the double.
+        await runtime.handle(numberedSaga, { type: 'Touch', number, set: { ratio: 0.1 + 0.2 } });
+        const rounded = (await db().orm.em.fork().findOne(NumberedSaga, { number }))?.ratio;
+        expect(rounded).toBe(dialect === 'postgresql' ? 0.3 : 0.30000000000000004);
       });
     });
 

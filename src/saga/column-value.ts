@@ -7,10 +7,19 @@ const INT16 = { min: -32_768, max: 32_767 } as const;
 const INT32 = { min: -2_147_483_648, max: 2_147_483_647 } as const;
 const INT64 = { min: -(2n ** 63n), max: 2n ** 63n - 1n } as const;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/**
+ * Largest magnitude of a 4-byte `real` (PostgreSQL refuses more; SQLite stores 8 bytes). Nonzero magnitudes below
+ * {@link SMALLEST_FLOAT} underflow and are refused by PostgreSQL too.
+ */
+export const LARGEST_FLOAT = 3.4028235e38;
+/** Smallest nonzero magnitude this library lets into a `float` column (PostgreSQL refuses 7e-46). */
+export const SMALLEST_FLOAT = 1e-45;
 
 const SMALL_INTEGER_TYPES = new Set(['smallint', 'tinyint', 'smallinttype', 'tinyinttype']);
 const INTEGER_TYPES = new Set(['integer', 'int', 'int4', 'mediumint', 'number', 'integertype', 'mediuminttype']);
 const TEXT_TYPES = new Set(['text', 'texttype']);
+// A 4-byte float: PostgreSQL stores it rounded to 24 bits of mantissa, SQLite stores the 8-byte double as given.
+const FLOAT_TYPES = new Set(['float', 'floattype', 'real', 'float4']);
 
 /**
  * What a column accepts, read once from a property's MikroORM metadata, so that a value is checked the same way
@@ -22,6 +31,7 @@ export type Accepted =
   | { readonly kind: 'uuid' }
   | { readonly kind: 'integer'; readonly min: number; readonly max: number }
   | { readonly kind: 'number' }
+  | { readonly kind: 'float' }
   | { readonly kind: 'bigint' }
   | { readonly kind: 'enum'; readonly items: readonly unknown[] };
 
@@ -31,6 +41,8 @@ export type Accepted =
  */
 export function acceptedBy(property: EntityProperty, textLength: number | undefined): Accepted | undefined {
   if (property.enum && Array.isArray(property.items)) return { kind: 'enum', items: property.items };
+  // Before the runtime type: MikroORM leaves `real` and `FloatType` without one on SQLite.
+  if (isFloat(property)) return { kind: 'float' };
   const type = String(property.type).toLowerCase();
   switch (property.runtimeType) {
     case 'string':
@@ -53,6 +65,12 @@ export function acceptedBy(property: EntityProperty, textLength: number | undefi
   }
 }
 
+/** Whether `property` is a 4-byte float column (`float`, `real`), by its type or its declared column type. */
+export function isFloat(property: EntityProperty): boolean {
+  const columnType = property.columnTypes?.[0]?.toLowerCase();
+  return FLOAT_TYPES.has(String(property.type).toLowerCase()) || (columnType !== undefined && FLOAT_TYPES.has(columnType));
+}
+
 /** Why `value` is not accepted, phrased to follow "a value that ...", or undefined. It quotes no value. */
 export function problemOf(value: unknown, accepted: Accepted): string | undefined {
   switch (accepted.kind) {
@@ -66,9 +84,11 @@ export function problemOf(value: unknown, accepted: Accepted): string | undefine
     }
     case 'integer':
     case 'number':
+    case 'float':
       if (typeof value !== 'number') return `is ${kindOf(value)}`;
       if (!Number.isFinite(value)) return `is ${value}`;
       if (accepted.kind === 'number') return undefined;
+      if (accepted.kind === 'float') return floatProblem(value);
       if (!Number.isInteger(value)) return 'is not an integer';
       return value < accepted.min || value > accepted.max ? 'is outside the column range' : undefined;
     case 'bigint':
@@ -77,6 +97,12 @@ export function problemOf(value: unknown, accepted: Accepted): string | undefine
     case 'enum':
       return accepted.items.includes(value) ? undefined : 'is not one of its enum items';
   }
+}
+
+function floatProblem(value: number): string | undefined {
+  const magnitude = Math.abs(value);
+  if (magnitude > LARGEST_FLOAT) return 'is outside the range of a 4-byte float';
+  return magnitude !== 0 && magnitude < SMALLEST_FLOAT ? 'is too close to zero for a 4-byte float' : undefined;
 }
 
 /** What `accepted` takes, for error messages. */
@@ -90,6 +116,8 @@ export function describe(accepted: Accepted): string {
       return `an integer number from ${accepted.min} to ${accepted.max}`;
     case 'number':
       return 'a finite number';
+    case 'float':
+      return `a finite number of magnitude 0 or from ${SMALLEST_FLOAT} to ${LARGEST_FLOAT}`;
     case 'bigint':
       return 'a BigInt within 64 bits';
     case 'enum':

@@ -29,13 +29,21 @@ export type CorrelationCheck = (value: unknown, messageType: string) => unknown;
  * - `uuid`: a uuid in its 36-character form, any case (looked up in lower case, as PostgreSQL stores it);
  * - integer columns: an integer number within the column's range (`smallint` 16 bits, `integer` 32 bits, a
  *   `bigint` mapped to number within `Number.MAX_SAFE_INTEGER`);
- * - other number columns (`double`, `float`): a finite number;
+ * - `double` columns: a finite number (a 4-byte `float`/`real` is refused: PostgreSQL rounds what it stores);
  * - `bigint` mapped to bigint: a BigInt within 64 bits; an enum: one of its items.
  *
- * @throws SagaDefinitionError `DEFINITION_INVALID` for a property of another type (boolean, date, json, decimal...).
+ * @throws SagaDefinitionError `DEFINITION_INVALID` for a property of another type (boolean, date, json, decimal,
+ *   float...).
  */
 export function correlationCheckFor(sagaType: string, property: EntityProperty): CorrelationCheck {
   const accepted = acceptedBy(property, MAX_TEXT_CORRELATION_LENGTH);
+  if (accepted?.kind === 'float') {
+    throw new SagaDefinitionError(
+      'DEFINITION_INVALID',
+      `Saga ${sagaType}: correlation property ${property.name} is a 4-byte float, which PostgreSQL stores rounded and SQLite exactly, so a saga started with 0.1 would never be found again on PostgreSQL; correlate on a double, integer, string or uuid property.`,
+      { sagaType },
+    );
+  }
   if (!accepted) {
     throw new SagaDefinitionError(
       'DEFINITION_INVALID',

@@ -92,6 +92,8 @@ describe('correlationCheckFor', () => {
       { type: 'boolean', runtimeType: 'boolean' },
       { type: 'DecimalType', runtimeType: 'string' },
       { type: 'json', runtimeType: 'any' },
+      { type: 'float', runtimeType: 'number' },
+      { type: 'double', runtimeType: 'number', columnTypes: ['real'] },
     ])
       expect(() => check(fields as Partial<EntityProperty>)).toThrow(expect.objectContaining({ code: 'DEFINITION_INVALID' }));
   });
