@@ -263,6 +263,12 @@ for (const dialect of DIALECTS) {
         ['NaN in a double column', { score: Number.NaN }, /is NaN/],
         ['an invalid Date', { seenAt: new Date(Number.NaN) }, /invalid Date/],
         ['a Date in year 10000', { seenAt: new Date('+010000-01-01T00:00:00Z') }, /outside years 1 to 9999/],
+        [
+          'an upper-case uuid (PostgreSQL read it back in lower case, SQLite as written)',
+          { ref: 'AAAAAAAA-BBBB-4CCC-8DDD-EEEEEEEEEEEE' },
+          /not in lower case/,
+        ],
+        ['a uuid without dashes', { ref: 'aaaaaaaabbbb4ccc8dddeeeeeeeeeeee' }, /is not a uuid/],
         ['1e300 in a float column (PostgreSQL real refuses it, SQLite stored it)', { ratio: 1e300 }, /range of a 4-byte float/],
         ['1e-50 in a float column (PostgreSQL real refuses it, SQLite stored it)', { ratio: -1e-50 }, /too close to zero/],
       ])('%s is STATE_VALUE_INVALID on both databases, and nothing is written', async (_what, set, hint) => {
@@ -281,6 +287,14 @@ for (const dialect of DIALECTS) {
           code: 'STATE_VALUE_INVALID',
         });
         expect(await em().count(NumberedSaga)).toBe(before.sagas);
+      });
+
+      it('a lower-case uuid state value is stored and read back alike', async () => {
+        const { runtime } = setup();
+        const number = Math.floor(Math.random() * 1_000_000);
+        const ref = crypto.randomUUID();
+        await runtime.handle(numberedSaga, { type: 'Touch', number, set: { ref } });
+        expect((await db().orm.em.fork().findOne(NumberedSaga, { number }))?.ref).toBe(ref);
       });
 
       it('20 emoji in a varchar(20), and Dates in years 1 and 9999, are stored and read back alike', async () => {

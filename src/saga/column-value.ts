@@ -77,7 +77,8 @@ export function problemOf(value: unknown, accepted: Accepted): string | undefine
     case 'string':
     case 'uuid': {
       if (typeof value !== 'string') return `is ${kindOf(value)}`;
-      if (accepted.kind === 'uuid') return UUID.test(value.toLowerCase()) ? undefined : 'is not a uuid';
+      // Lower case only: PostgreSQL reads a uuid back in lower case, SQLite as it was written.
+      if (accepted.kind === 'uuid') return UUID.test(value) ? undefined : uuidProblem(value);
       if (accepted.maxLength !== undefined && exceedsCodePoints(value, accepted.maxLength))
         return `is longer than ${accepted.maxLength} characters`;
       return textProblem(value);
@@ -99,6 +100,10 @@ export function problemOf(value: unknown, accepted: Accepted): string | undefine
   }
 }
 
+function uuidProblem(value: string): string {
+  return UUID.test(value.toLowerCase()) ? 'is a uuid not in lower case' : 'is not a uuid';
+}
+
 function floatProblem(value: number): string | undefined {
   const magnitude = Math.abs(value);
   if (magnitude > LARGEST_FLOAT) return 'is outside the range of a 4-byte float';
@@ -111,7 +116,7 @@ export function describe(accepted: Accepted): string {
     case 'string':
       return `a string${accepted.maxLength === undefined ? '' : ` of at most ${accepted.maxLength} characters`} without U+0000 or lone surrogates`;
     case 'uuid':
-      return 'a uuid string (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)';
+      return 'a uuid string in lower case (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)';
     case 'integer':
       return `an integer number from ${accepted.min} to ${accepted.max}`;
     case 'number':

@@ -51,10 +51,12 @@ export function correlationCheckFor(sagaType: string, property: EntityProperty):
       { sagaType },
     );
   }
-  const rule = describe(accepted);
-  return (value, messageType) => {
+  const rule = accepted.kind === 'uuid' ? 'a uuid string (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) in any case' : describe(accepted);
+  return (message, messageType) => {
+    // A uuid is looked up in lower case, as PostgreSQL stores it; state values must already be lower case.
+    const value = accepted.kind === 'uuid' && typeof message === 'string' ? message.toLowerCase() : message;
     const problem = problemOf(value, accepted);
-    if (problem === undefined) return accepted.kind === 'uuid' ? (value as string).toLowerCase() : value;
+    if (problem === undefined) return value;
     throw new SagaCorrelationError(
       'CORRELATION_INVALID',
       `Message '${messageType}' gives saga ${sagaType} a correlation value for ${property.name} that ${problem}: it must be ${rule}. Correlation values are compared for equality only; fix the message or its correlation.from.`,
