@@ -13,7 +13,7 @@ import {
 } from '../src/index.js';
 import { textProblem } from '../src/saga/stored-text.js';
 import { FakeClock } from '../src/testing/index.js';
-import { COLUMN_TYPE_ENTITIES, floatKeySaga } from './fixtures/column-type-sagas.js';
+import { BigStringSaga, bigStringSaga, COLUMN_TYPE_ENTITIES, floatKeySaga } from './fixtures/column-type-sagas.js';
 import { NumberedSaga, numberedSaga, scriptedById } from './fixtures/numbered-saga.js';
 import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
@@ -43,7 +43,12 @@ for (const dialect of DIALECTS) {
     const db = useDatabase(dialect, [ScriptedSaga, NumberedSaga, ...COLUMN_TYPE_ENTITIES]);
     const setup = () => {
       const clock = new FakeClock('2026-01-09T16:00:00.000Z');
-      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga, numberedSaga, scriptedById], clock, calendars });
+      const runtime = new SagaRuntime({
+        em: db().orm.em,
+        sagas: [scriptedSaga, numberedSaga, scriptedById, bigStringSaga],
+        clock,
+        calendars,
+      });
       return { clock, runtime, rows: rowsOf(db().orm) };
     };
     const start = async (runtime: SagaRuntime, prefix: string) => {
@@ -331,6 +336,45 @@ for (const dialect of DIALECTS) {
         await runtime.handle(numberedSaga, { type: 'Touch', number, set: { ratio: 0.1 + 0.2 } });
         const rounded = (await db().orm.em.fork().findOne(NumberedSaga, { number }))?.ratio;
         expect(rounded).toBe(dialect === 'postgresql' ? 0.3 : 0.30000000000000004);
+      });
+    });
+
+    describe('a bigint mapped to string', () => {
+      it('a correlation value that is not a safe integer in plain digits ("abc", "1e3", "01", "-0", 2^63 - 1) is CORRELATION_INVALID, not any string', async () => {
+        const { runtime } = setup();
+        const count = () => db().orm.em.fork().count(BigStringSaga);
+        const before = await count();
+        const bad = ['abc', '1e3', '01', '+1', ' 1', '1 ', '-0', '', '9007199254740992', '-9223372036854775808', 12, 12n];
+        for (const key of bad) {
+          const error = await refusal(runtime.handle(bigStringSaga, { type: 'Touch', key }));
+          expect(error.code, JSON.stringify(String(key))).toBe(key === '' ? 'CORRELATION_MISSING' : 'CORRELATION_INVALID');
+        }
+        expect(await count()).toBe(before);
+      });
+
+      it('the safe-integer extremes are started, found again and read back as written (SQLite read 2^63 - 1 back as ...6000)', async () => {
+        const { runtime } = setup();
+        for (const key of ['9007199254740991', '-9007199254740991']) {
+          await db().orm.em.fork().nativeDelete(BigStringSaga, { key });
+          const started = await runtime.handle(bigStringSaga, { type: 'Touch', key });
+          await expect(runtime.handle(bigStringSaga, { type: 'Touch', key, set: { total: key } })).resolves.toMatchObject({
+            outcome: 'handled',
+            sagaId: started.sagaId,
+            version: 1,
+          });
+          expect(await db().orm.em.fork().findOneOrFail(BigStringSaga, { key })).toMatchObject({ key, total: key });
+        }
+      });
+
+      it('a state value of such a column that is not a safe integer in plain digits is STATE_VALUE_INVALID', async () => {
+        const { runtime } = setup();
+        const key = String(Math.floor(Math.random() * 1_000_000_000));
+        await runtime.handle(bigStringSaga, { type: 'Touch', key, set: { total: '-42' } });
+        for (const total of ['abc', '1.5', '007', '99999999999999999999']) {
+          const error = await refusal(runtime.handle(bigStringSaga, { type: 'Touch', key, set: { total } }));
+          expect(error).toMatchObject({ code: 'STATE_VALUE_INVALID', details: { property: 'total' } });
+        }
+        expect(await db().orm.em.fork().findOneOrFail(BigStringSaga, { key })).toMatchObject({ total: '-42', version: 0 });
       });
     });
 

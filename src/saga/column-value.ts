@@ -6,6 +6,9 @@ export const DEFAULT_VARCHAR_LENGTH = 255;
 const INT16 = { min: -32_768, max: 32_767 } as const;
 const INT32 = { min: -2_147_483_648, max: 2_147_483_647 } as const;
 const INT64 = { min: -(2n ** 63n), max: 2n ** 63n - 1n } as const;
+// An integer as a `bigint` column mapped to string reads it back: no sign on zero, no leading zeros. Safe
+// integers only: SQLite's driver reads a bigint column as a JavaScript number, so 2^63 - 1 came back as ...6000.
+const INTEGER_TEXT = /^(0|-?[1-9]\d{0,15})$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /**
  * Largest magnitude of a 4-byte `real` (PostgreSQL refuses more; SQLite stores 8 bytes). Nonzero magnitudes below
@@ -33,10 +36,12 @@ export type Accepted =
   | { readonly kind: 'number' }
   | { readonly kind: 'float' }
   | { readonly kind: 'bigint' }
+  | { readonly kind: 'bigintText' }
   | { readonly kind: 'enum'; readonly items: readonly unknown[] };
 
 /**
  * What `property` accepts; `undefined` for a type this library does not check (boolean, date, json, decimal).
+ * A `bigint` mapped to string takes only the text the database reads back, so that one number is one key.
  * `textLength` is the limit of a `text` column declared without `length`.
  */
 export function acceptedBy(property: EntityProperty, textLength: number | undefined): Accepted | undefined {
@@ -48,6 +53,7 @@ export function acceptedBy(property: EntityProperty, textLength: number | undefi
     case 'string':
       if (type === 'uuid' || type === 'uuidtype') return { kind: 'uuid' };
       if (type === 'decimal' || type === 'decimaltype') return undefined;
+      if (type === 'bigint' || type === 'biginttype') return { kind: 'bigintText' };
       return {
         kind: 'string',
         maxLength: property.length ?? (TEXT_TYPES.has(type) ? textLength : DEFAULT_VARCHAR_LENGTH),
@@ -95,6 +101,10 @@ export function problemOf(value: unknown, accepted: Accepted): string | undefine
     case 'bigint':
       if (typeof value !== 'bigint') return `is ${kindOf(value)}`;
       return value < INT64.min || value > INT64.max ? 'is outside the 64-bit range' : undefined;
+    case 'bigintText':
+      if (typeof value !== 'string') return `is ${kindOf(value)}`;
+      if (!INTEGER_TEXT.test(value)) return 'is not an integer in plain decimal digits';
+      return Number.isSafeInteger(Number(value)) ? undefined : 'is outside the safe integer range';
     case 'enum':
       return accepted.items.includes(value) ? undefined : 'is not one of its enum items';
   }
@@ -125,6 +135,8 @@ export function describe(accepted: Accepted): string {
       return `a finite number of magnitude 0 or from ${SMALLEST_FLOAT} to ${LARGEST_FLOAT}`;
     case 'bigint':
       return 'a BigInt within 64 bits';
+    case 'bigintText':
+      return 'a string of a safe integer (Number.MAX_SAFE_INTEGER) in decimal digits (no leading zeros, "+", "-0", spaces or exponent)';
     case 'enum':
       return `one of the ${accepted.items.length} items of its enum`;
   }

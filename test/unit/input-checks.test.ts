@@ -82,6 +82,10 @@ describe('correlationCheckFor', () => {
     const bigint = { type: 'BigIntType', runtimeType: 'bigint' } as const;
     expect(check(bigint)(2n ** 63n - 1n, 'M')).toBe(2n ** 63n - 1n);
     for (const value of [2n ** 63n, 1, '1']) refuses(bigint, value);
+    const bigintText = { type: 'BigIntType', runtimeType: 'string' } as const;
+    for (const value of ['0', '-9007199254740991', '9007199254740991']) expect(check(bigintText)(value, 'M')).toBe(value);
+    for (const value of ['abc', '1e3', '01', '+1', '-0', ' 1', '9007199254740992', '9223372036854775807', 1, 1n])
+      refuses(bigintText, value);
   });
 
   it('an enum takes one of its items; other types are refused when the saga is registered', () => {
