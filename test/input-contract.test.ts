@@ -13,7 +13,7 @@ import {
 } from '../src/index.js';
 import { textProblem } from '../src/saga/stored-text.js';
 import { FakeClock } from '../src/testing/index.js';
-import { BigStringSaga, bigStringSaga, COLUMN_TYPE_ENTITIES, floatKeySaga } from './fixtures/column-type-sagas.js';
+import { BigStringSaga, bigStringSaga, COLUMN_TYPE_ENTITIES, charKeySaga, floatKeySaga } from './fixtures/column-type-sagas.js';
 import { NumberedSaga, numberedSaga, scriptedById } from './fixtures/numbered-saga.js';
 import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
@@ -322,6 +322,15 @@ for (const dialect of DIALECTS) {
       it('a float (real) correlation property is DEFINITION_INVALID: PostgreSQL rounded 0.1, so the saga was never found again', () => {
         expect(() => new SagaRuntime({ em: db().orm.em, sagas: [floatKeySaga] })).toThrow(
           expect.objectContaining({ code: 'DEFINITION_INVALID', message: expect.stringMatching(/key is a 4-byte float.*double/) }),
+        );
+      });
+
+      it("a char(n) correlation property is DEFINITION_INVALID naming varchar: 'abc' and 'abc ' were one saga on PostgreSQL, two on SQLite", () => {
+        expect(() => new SagaRuntime({ em: db().orm.em, sagas: [charKeySaga] })).toThrow(
+          expect.objectContaining({
+            code: 'DEFINITION_INVALID',
+            message: expect.stringMatching(/key is a fixed-length char\(n\).*varchar/),
+          }),
         );
       });
 

@@ -77,6 +77,18 @@ export function isFloat(property: EntityProperty): boolean {
   return FLOAT_TYPES.has(String(property.type).toLowerCase()) || (columnType !== undefined && FLOAT_TYPES.has(columnType));
 }
 
+const FIXED_LENGTH_TYPES = new Set(['char', 'character', 'chartype', 'charactertype', 'bpchar']);
+const FIXED_LENGTH_COLUMN = /^(n?char|character|bpchar)\s*(\(\s*\d+\s*\))?$/i;
+
+/**
+ * Whether `property` is a fixed-length `char(n)` column: PostgreSQL pads it with spaces and ignores trailing
+ * spaces when comparing, SQLite stores and compares the text as given.
+ */
+export function isFixedLengthText(property: EntityProperty): boolean {
+  const columnType = property.columnTypes?.[0];
+  return FIXED_LENGTH_TYPES.has(String(property.type).toLowerCase()) || (columnType !== undefined && FIXED_LENGTH_COLUMN.test(columnType));
+}
+
 /** Why `value` is not accepted, phrased to follow "a value that ...", or undefined. It quotes no value. */
 export function problemOf(value: unknown, accepted: Accepted): string | undefined {
   switch (accepted.kind) {

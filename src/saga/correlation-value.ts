@@ -1,6 +1,6 @@
 import type { EntityProperty } from '@mikro-orm/core';
 import { SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
-import { acceptedBy, DEFAULT_VARCHAR_LENGTH, describe, problemOf } from './column-value.js';
+import { acceptedBy, DEFAULT_VARCHAR_LENGTH, describe, isFixedLengthText, problemOf } from './column-value.js';
 import { kindOf, textProblem } from './stored-text.js';
 
 /** Length limit, in code points, of a string correlation property declared without `length` (MikroORM's varchar default). */
@@ -33,7 +33,7 @@ export type CorrelationCheck = (value: unknown, messageType: string) => unknown;
  * - `bigint` mapped to bigint: a BigInt within 64 bits; an enum: one of its items.
  *
  * @throws SagaDefinitionError `DEFINITION_INVALID` for a property of another type (boolean, date, json, decimal,
- *   float...).
+ *   float, char(n)...).
  */
 export function correlationCheckFor(sagaType: string, property: EntityProperty): CorrelationCheck {
   const accepted = acceptedBy(property, MAX_TEXT_CORRELATION_LENGTH);
@@ -41,6 +41,13 @@ export function correlationCheckFor(sagaType: string, property: EntityProperty):
     throw new SagaDefinitionError(
       'DEFINITION_INVALID',
       `Saga ${sagaType}: correlation property ${property.name} is a 4-byte float, which PostgreSQL stores rounded and SQLite exactly, so a saga started with 0.1 would never be found again on PostgreSQL; correlate on a double, integer, string or uuid property.`,
+      { sagaType },
+    );
+  }
+  if (isFixedLengthText(property)) {
+    throw new SagaDefinitionError(
+      'DEFINITION_INVALID',
+      `Saga ${sagaType}: correlation property ${property.name} is a fixed-length char(n), which PostgreSQL pads and compares ignoring trailing spaces and SQLite does not ('abc' and 'abc ' are one saga on one database, two on the other); declare it as a varchar ({ type: 'string', length: n }).`,
       { sagaType },
     );
   }

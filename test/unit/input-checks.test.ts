@@ -62,6 +62,7 @@ describe('correlationCheckFor', () => {
     expect(() => check({ type: 'string', runtimeType: 'string' })('x'.repeat(DEFAULT_CORRELATION_LENGTH), 'M')).not.toThrow();
     refuses({ type: 'string', runtimeType: 'string' }, 'x'.repeat(DEFAULT_CORRELATION_LENGTH + 1));
     refuses({ type: 'text', runtimeType: 'string' }, 'x'.repeat(MAX_TEXT_CORRELATION_LENGTH + 1));
+    expect(check({ type: 'string', runtimeType: 'string', columnTypes: ['character varying(8)'] })('abc', 'M')).toBe('abc');
   });
 
   it('a uuid property takes a uuid in any case and looks it up in lower case', () => {
@@ -98,6 +99,8 @@ describe('correlationCheckFor', () => {
       { type: 'json', runtimeType: 'any' },
       { type: 'float', runtimeType: 'number' },
       { type: 'double', runtimeType: 'number', columnTypes: ['real'] },
+      { type: 'character', runtimeType: 'string', length: 8 },
+      { type: 'string', runtimeType: 'string', columnTypes: ['char(8)'] },
     ])
       expect(() => check(fields as Partial<EntityProperty>)).toThrow(expect.objectContaining({ code: 'DEFINITION_INVALID' }));
   });
