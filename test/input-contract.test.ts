@@ -13,7 +13,15 @@ import {
 } from '../src/index.js';
 import { textProblem } from '../src/saga/stored-text.js';
 import { FakeClock } from '../src/testing/index.js';
-import { BigStringSaga, bigStringSaga, COLUMN_TYPE_ENTITIES, charKeySaga, floatKeySaga } from './fixtures/column-type-sagas.js';
+import {
+  BigStringSaga,
+  bigStringSaga,
+  COLUMN_TYPE_ENTITIES,
+  charKeySaga,
+  floatKeySaga,
+  LongKeySaga,
+  longKeySaga,
+} from './fixtures/column-type-sagas.js';
 import { NumberedSaga, numberedSaga, scriptedById } from './fixtures/numbered-saga.js';
 import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
@@ -45,7 +53,7 @@ for (const dialect of DIALECTS) {
       const clock = new FakeClock('2026-01-09T16:00:00.000Z');
       const runtime = new SagaRuntime({
         em: db().orm.em,
-        sagas: [scriptedSaga, numberedSaga, scriptedById, bigStringSaga],
+        sagas: [scriptedSaga, numberedSaga, scriptedById, bigStringSaga, longKeySaga],
         clock,
         calendars,
       });
@@ -125,6 +133,24 @@ for (const dialect of DIALECTS) {
         const again = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
         expect(again).toMatchObject({ outcome: 'handled', sagaId: started.sagaId, version: 1 });
         expect((await rows.saga(key))?.key).toBe(key);
+      });
+
+      it("700 emoji in a varchar(1000) are CORRELATION_INVALID (2,800 UTF-8 bytes, over PostgreSQL's unique index entry); 500 are stored and found", async () => {
+        const { runtime } = setup();
+        const count = () => db().orm.em.fork().count(LongKeySaga);
+        const before = await count();
+        const emoji = (n: number) => Array.from({ length: n }, (_, i) => String.fromCodePoint(0x1f300 + ((i * 7919) % 700))).join('');
+        const error = await refusal(runtime.handle(longKeySaga, { type: 'Touch', key: emoji(700) }));
+        expect(error).toMatchObject({ code: 'CORRELATION_INVALID', details: { property: 'key' } });
+        expect(error.message).toMatch(/longer than 2000 UTF-8 bytes/);
+        expect(await count()).toBe(before);
+        const key = `${uniqueKey('e')}${emoji(480)}`;
+        const started = await runtime.handle(longKeySaga, { type: 'Touch', key });
+        await expect(runtime.handle(longKeySaga, { type: 'Touch', key })).resolves.toMatchObject({
+          outcome: 'handled',
+          sagaId: started.sagaId,
+        });
+        expect((await db().orm.em.fork().findOneOrFail(LongKeySaga, { key })).key).toBe(key);
       });
 
       it('an integer property takes only integers in its column range', async () => {

@@ -1,6 +1,6 @@
 import type { EntityProperty } from '@mikro-orm/core';
 import { SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
-import { acceptedBy, DEFAULT_VARCHAR_LENGTH, describe, isFixedLengthText, problemOf } from './column-value.js';
+import { type Accepted, acceptedBy, DEFAULT_VARCHAR_LENGTH, describe, isFixedLengthText, problemOf } from './column-value.js';
 import { kindOf, textProblem } from './stored-text.js';
 
 /** Length limit, in code points, of a string correlation property declared without `length` (MikroORM's varchar default). */
@@ -10,6 +10,11 @@ export const DEFAULT_CORRELATION_LENGTH = DEFAULT_VARCHAR_LENGTH;
  * points are at most 2,000 UTF-8 bytes, under PostgreSQL's limit of 2,704 bytes for one unique-index entry.
  */
 export const MAX_TEXT_CORRELATION_LENGTH = 500;
+/**
+ * Largest size, in UTF-8 bytes, of any string correlation value, whatever its column's length: PostgreSQL refuses
+ * a unique-index entry over 2,704 bytes, and 700 emoji fit a `varchar(1000)` in code points but take 2,800 bytes.
+ */
+export const MAX_CORRELATION_BYTES = 2_000;
 
 /**
  * Checks one message's correlation value against the correlation property and returns the value to look
@@ -25,7 +30,8 @@ export type CorrelationCheck = (value: unknown, messageType: string) => unknown;
  * (`{ $ne: 'x' }` finds another customer's saga).
  *
  * - string (`varchar(n)`, `text`): a string of at most `n` code points (default {@link DEFAULT_CORRELATION_LENGTH},
- *   `text` {@link MAX_TEXT_CORRELATION_LENGTH}), without U+0000 or lone surrogates;
+ *   `text` {@link MAX_TEXT_CORRELATION_LENGTH}) and of at most {@link MAX_CORRELATION_BYTES} UTF-8 bytes, without
+ *   U+0000 or lone surrogates;
  * - `uuid`: a uuid in its 36-character form, any case (looked up in lower case, as PostgreSQL stores it);
  * - integer columns: an integer number within the column's range (`smallint` 16 bits, `integer` 32 bits, a
  *   `bigint` mapped to number within `Number.MAX_SAFE_INTEGER`);
@@ -62,7 +68,7 @@ export function correlationCheckFor(sagaType: string, property: EntityProperty):
   return (message, messageType) => {
     // A uuid is looked up in lower case, as PostgreSQL stores it; state values must already be lower case.
     const value = accepted.kind === 'uuid' && typeof message === 'string' ? message.toLowerCase() : message;
-    const problem = problemOf(value, accepted);
+    const problem = problemOf(value, accepted) ?? bytesProblem(value, accepted);
     if (problem === undefined) return value;
     throw new SagaCorrelationError(
       'CORRELATION_INVALID',
@@ -70,6 +76,11 @@ export function correlationCheckFor(sagaType: string, property: EntityProperty):
       { sagaType, messageType, property: property.name },
     );
   };
+}
+
+function bytesProblem(value: unknown, accepted: Accepted): string | undefined {
+  if (accepted.kind !== 'string' || Buffer.byteLength(value as string, 'utf8') <= MAX_CORRELATION_BYTES) return undefined;
+  return `is longer than ${MAX_CORRELATION_BYTES} UTF-8 bytes (PostgreSQL's unique index takes at most 2,704)`;
 }
 
 /**
