@@ -439,6 +439,39 @@ for (const dialect of DIALECTS) {
         expect(textProblem(error.message)).toBeUndefined();
       });
 
+      it("a getter answering the check 'fine' and JSON.stringify 'a\\u0000b' is PAYLOAD_NOT_SERIALIZABLE: what is stored is what was checked", async () => {
+        let reads = 0;
+        const message = {
+          type: 'M',
+          get note() {
+            reads++;
+            return reads === 1 ? 'fine' : 'a\u0000b';
+          },
+        };
+        const error = await expectRefusedStep([{ op: 'send', message }], 'PAYLOAD_NOT_SERIALIZABLE');
+        expect(error.message).toMatch(/once written as JSON, .*\.note contains U\+0000/);
+        expect(reads).toBe(2);
+      });
+
+      it('a toJSON that appears after the check and throws is PAYLOAD_NOT_SERIALIZABLE with the error as cause, not a raw Error', async () => {
+        let reads = 0;
+        const thrown = new Error('boom');
+        const message = {
+          type: 'M',
+          get toJSON() {
+            reads++;
+            return reads === 1
+              ? undefined
+              : () => {
+                  throw thrown;
+                };
+          },
+        };
+        const error = await expectRefusedStep([{ op: 'send', message }], 'PAYLOAD_NOT_SERIALIZABLE');
+        expect(error.message).toMatch(/could not be written as JSON/);
+        expect(error.cause).toBe(thrown);
+      });
+
       it('a payload nested 10,000 levels deep is PAYLOAD_NOT_SERIALIZABLE, not a stack overflow', async () => {
         let deep: Record<string, unknown> = { leaf: true };
         for (let i = 0; i < 10_000; i++) deep = { deep };

@@ -159,6 +159,34 @@ describe('toJsonPayload', () => {
     expect(() => toJsonPayload({ a: [{ b: 'x\u0000' }] }, 'p', 1000)).toThrow('p.a[0].b contains U+0000');
     expect(() => toJsonPayload({ ok: 1, 'secret\uD800': 1 }, 'p', 1000)).toThrow('p[key #1]: the key contains a lone UTF-16 surrogate');
   });
+  it('checks the JSON text it returns, not only the value: a getter or toJSON answering differently later is refused', () => {
+    let reads = 0;
+    const flipping = {
+      get s() {
+        return reads++ === 0 ? 'fine' : 'x\uD800';
+      },
+    };
+    expect(() => toJsonPayload(flipping, 'p', 1000)).toThrow('once written as JSON, p.s contains a lone UTF-16 surrogate');
+    let deepReads = 0;
+    const deepening = {
+      get d() {
+        if (deepReads++ === 0) return 1;
+        let deep: unknown = 1;
+        for (let i = 0; i < 200; i++) deep = [deep];
+        return deep;
+      },
+    };
+    expect(() => toJsonPayload(deepening, 'p', 100_000)).toThrow(/nested deeper than 100 levels/);
+    let bigReads = 0;
+    const bigint = {
+      get n() {
+        return bigReads++ === 0 ? 1 : 1n;
+      },
+    };
+    expect(() => toJsonPayload(bigint, 'p', 1000)).toThrow(
+      expect.objectContaining({ code: 'PAYLOAD_NOT_SERIALIZABLE', cause: expect.any(TypeError) }),
+    );
+  });
   it('accepts exactly what round-trips JSON and both databases store', () => {
     fc.assert(
       fc.property(fc.jsonValue({ maxDepth: 4 }), anyText, (value, text) => {
