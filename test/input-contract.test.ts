@@ -5,19 +5,25 @@ import { describe, expect, it } from 'vitest';
 import {
   type BusinessCalendar,
   defineSaga,
+  type OutboxEnvelope,
   SagaCorrelationError,
+  SagaDispatcher,
   type SagaError,
   SagaRuntime,
   SagaValidationError,
+  silentLogger,
   WeekdayCalendar,
 } from '../src/index.js';
 import { textProblem } from '../src/saga/stored-text.js';
 import { FakeClock } from '../src/testing/index.js';
 import {
+  Address,
   BigStringSaga,
   bigStringSaga,
   COLUMN_TYPE_ENTITIES,
   charKeySaga,
+  EmbeddingSaga,
+  embeddingSaga,
   floatKeySaga,
   LongKeySaga,
   longKeySaga,
@@ -53,7 +59,7 @@ for (const dialect of DIALECTS) {
       const clock = new FakeClock('2026-01-09T16:00:00.000Z');
       const runtime = new SagaRuntime({
         em: db().orm.em,
-        sagas: [scriptedSaga, numberedSaga, scriptedById, bigStringSaga, longKeySaga],
+        sagas: [scriptedSaga, numberedSaga, scriptedById, bigStringSaga, longKeySaga, embeddingSaga],
         clock,
         calendars,
       });
@@ -320,6 +326,32 @@ for (const dialect of DIALECTS) {
         expect(await em().count(NumberedSaga)).toBe(before.sagas);
       });
 
+      it.each([
+        ['50 characters in an embedded varchar(10)', { street: 'y'.repeat(50) }, 'address.street', /longer than 10 characters/],
+        ['U+0000 in an embedded string', { street: 'a\u0000b' }, 'address.street', /contains U\+0000/],
+        ['a fraction in an embedded integer', { street: 'ok', number: 1.5 }, 'address.number', /not an integer/],
+      ])('%s is STATE_VALUE_INVALID naming the path (embeddable properties went unchecked)', async (_what, fields, property, hint) => {
+        const { runtime } = setup();
+        const key = uniqueKey('emb');
+        await runtime.handle(embeddingSaga, { type: 'Touch', key });
+        const address = Object.assign(new Address(), fields);
+        const error = await refusal(runtime.handle(embeddingSaga, { type: 'Touch', key, set: { address } }));
+        expect(error).toMatchObject({ code: 'STATE_VALUE_INVALID', details: { sagaType: 'embedding', property } });
+        expect(error.message).toMatch(hint);
+        expect(await db().orm.em.fork().findOneOrFail(EmbeddingSaga, { key })).toMatchObject({ version: 0, address: null });
+      });
+
+      it('a valid embeddable is stored and read back alike', async () => {
+        const { runtime } = setup();
+        const key = uniqueKey('emb');
+        const address = Object.assign(new Address(), { street: '😀'.repeat(10), number: 7 });
+        await runtime.handle(embeddingSaga, { type: 'Touch', key, set: { address } });
+        expect((await db().orm.em.fork().findOneOrFail(EmbeddingSaga, { key })).address).toMatchObject({
+          street: '😀'.repeat(10),
+          number: 7,
+        });
+      });
+
       it('a lower-case uuid state value is stored and read back alike', async () => {
         const { runtime } = setup();
         const number = Math.floor(Math.random() * 1_000_000);
@@ -470,6 +502,22 @@ for (const dialect of DIALECTS) {
         const error = await expectRefusedStep([{ op: 'send', message }], 'PAYLOAD_NOT_SERIALIZABLE');
         expect(error.message).toMatch(/could not be written as JSON/);
         expect(error.cause).toBe(thrown);
+      });
+
+      it('the publisher gets the sent payload deep-equal on both databases, but PostgreSQL (jsonb) reorders its keys: never hash or sign the text', async () => {
+        const { clock, runtime } = setup();
+        const { key } = await start(runtime, 'order');
+        const type = `PaymentRequested-${key}`;
+        const message = { type, orderId: 'o-1', amount: 10, currency: 'EUR' };
+        await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'send', message }] });
+        const published: OutboxEnvelope[] = [];
+        const dispatcher = new SagaDispatcher({ runtime, clock, logger: silentLogger, publish: async (e) => void published.push(e) });
+        await dispatcher.runOnce();
+        const envelope = published.find((e) => e.type === type);
+        expect(envelope?.payload).toEqual(message);
+        // jsonb orders keys shorter first, then bytewise; SQLite keeps the text as written.
+        const order = dialect === 'postgresql' ? ['type', 'amount', 'orderId', 'currency'] : Object.keys(message);
+        expect(Object.keys(envelope?.payload as object)).toEqual(order);
       });
 
       it('a payload nested 10,000 levels deep is PAYLOAD_NOT_SERIALIZABLE, not a stack overflow', async () => {
