@@ -64,7 +64,7 @@ export function correlationCheckFor(sagaType: string, property: EntityProperty):
       { sagaType },
     );
   }
-  const rule = accepted.kind === 'uuid' ? 'a uuid string (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) in any case' : describe(accepted);
+  const rule = ruleOf(accepted);
   return (message, messageType) => {
     // A uuid is looked up in lower case, as PostgreSQL stores it; state values must already be lower case.
     const value = accepted.kind === 'uuid' && typeof message === 'string' ? message.toLowerCase() : message;
@@ -76,6 +76,12 @@ export function correlationCheckFor(sagaType: string, property: EntityProperty):
       { sagaType, messageType, property: property.name },
     );
   };
+}
+
+/** What a correlation value must be, for error messages: a uuid in any case, a string within its bytes too. */
+function ruleOf(accepted: Accepted): string {
+  if (accepted.kind === 'uuid') return 'a uuid string (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) in any case';
+  return accepted.kind === 'string' ? `${describe(accepted)}, of at most ${MAX_CORRELATION_BYTES} UTF-8 bytes` : describe(accepted);
 }
 
 function bytesProblem(value: unknown, accepted: Accepted): string | undefined {
