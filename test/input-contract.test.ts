@@ -433,6 +433,18 @@ for (const dialect of DIALECTS) {
         }
       });
 
+      it('a BigInt state value beyond Number.MAX_SAFE_INTEGER is STATE_VALUE_INVALID (SQLite read 2^63 - 1 back rounded); the largest safe one reads back as written', async () => {
+        const { runtime } = setup();
+        const key = String(Math.floor(Math.random() * 1_000_000_000));
+        await runtime.handle(bigStringSaga, { type: 'Touch', key, set: { count: 2n ** 53n - 1n } });
+        expect((await db().orm.em.fork().findOneOrFail(BigStringSaga, { key })).count).toBe(2n ** 53n - 1n);
+        for (const count of [2n ** 63n - 1n, -(2n ** 53n)]) {
+          const error = await refusal(runtime.handle(bigStringSaga, { type: 'Touch', key, set: { count } }));
+          expect(error).toMatchObject({ code: 'STATE_VALUE_INVALID', details: { property: 'count' } });
+        }
+        expect(await db().orm.em.fork().findOneOrFail(BigStringSaga, { key })).toMatchObject({ count: 2n ** 53n - 1n, version: 0 });
+      });
+
       it('a state value of such a column that is not a safe integer in plain digits is STATE_VALUE_INVALID', async () => {
         const { runtime } = setup();
         const key = String(Math.floor(Math.random() * 1_000_000_000));

@@ -5,7 +5,9 @@ import { exceedsCodePoints, kindOf, textProblem } from './stored-text.js';
 export const DEFAULT_VARCHAR_LENGTH = 255;
 const INT16 = { min: -32_768, max: 32_767 } as const;
 const INT32 = { min: -2_147_483_648, max: 2_147_483_647 } as const;
-const INT64 = { min: -(2n ** 63n), max: 2n ** 63n - 1n } as const;
+// A `bigint` column mapped to BigInt: SQLite's driver reads it as a JavaScript number, so only safe integers
+// read back as written on both databases (2^63 - 1 came back from SQLite as 9223372036854776000n).
+const SAFE_BIGINT = { min: -(2n ** 53n - 1n), max: 2n ** 53n - 1n } as const;
 // An integer as a `bigint` column mapped to string reads it back: no sign on zero, no leading zeros. Safe
 // integers only: SQLite's driver reads a bigint column as a JavaScript number, so 2^63 - 1 came back as ...6000.
 const INTEGER_TEXT = /^(0|-?[1-9]\d{0,15})$/;
@@ -112,7 +114,7 @@ export function problemOf(value: unknown, accepted: Accepted): string | undefine
       return value < accepted.min || value > accepted.max ? 'is outside the column range' : undefined;
     case 'bigint':
       if (typeof value !== 'bigint') return `is ${kindOf(value)}`;
-      return value < INT64.min || value > INT64.max ? 'is outside the 64-bit range' : undefined;
+      return value < SAFE_BIGINT.min || value > SAFE_BIGINT.max ? 'is outside the safe integer range' : undefined;
     case 'bigintText':
       if (typeof value !== 'string') return `is ${kindOf(value)}`;
       if (!INTEGER_TEXT.test(value)) return 'is not an integer in plain decimal digits';
@@ -146,7 +148,7 @@ export function describe(accepted: Accepted): string {
     case 'float':
       return `a finite number of magnitude 0 or from ${SMALLEST_FLOAT} to ${LARGEST_FLOAT}`;
     case 'bigint':
-      return 'a BigInt within 64 bits';
+      return 'a BigInt within the safe integer range (Number.MAX_SAFE_INTEGER)';
     case 'bigintText':
       return 'a string of a safe integer (Number.MAX_SAFE_INTEGER) in decimal digits (no leading zeros, "+", "-0", spaces or exponent)';
     case 'enum':

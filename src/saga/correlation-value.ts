@@ -36,7 +36,8 @@ export type CorrelationCheck = (value: unknown, messageType: string) => unknown;
  * - integer columns: an integer number within the column's range (`smallint` 16 bits, `integer` 32 bits, a
  *   `bigint` mapped to number within `Number.MAX_SAFE_INTEGER`);
  * - `double` columns: a finite number (a 4-byte `float`/`real` is refused: PostgreSQL rounds what it stores);
- * - `bigint` mapped to bigint: a BigInt within 64 bits; an enum: one of its items.
+ * - `bigint` mapped to bigint: a BigInt within `Number.MAX_SAFE_INTEGER` (SQLite reads larger ones back rounded);
+ *   mapped to string: such an integer in plain decimal digits; an enum: one of its items.
  *
  * @throws SagaDefinitionError `DEFINITION_INVALID` for a property of another type (boolean, date, json, decimal,
  *   float, char(n)...).

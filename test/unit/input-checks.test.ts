@@ -81,8 +81,8 @@ describe('correlationCheckFor', () => {
     expect(check({ type: 'DoubleType', runtimeType: 'number' })(0.5, 'M')).toBe(0.5);
     refuses({ type: 'DoubleType', runtimeType: 'number' }, Number.POSITIVE_INFINITY);
     const bigint = { type: 'BigIntType', runtimeType: 'bigint' } as const;
-    expect(check(bigint)(2n ** 63n - 1n, 'M')).toBe(2n ** 63n - 1n);
-    for (const value of [2n ** 63n, 1, '1']) refuses(bigint, value);
+    expect(check(bigint)(2n ** 53n - 1n, 'M')).toBe(2n ** 53n - 1n);
+    for (const value of [2n ** 53n, 2n ** 63n - 1n, -(2n ** 53n), 1, '1']) refuses(bigint, value);
     const bigintText = { type: 'BigIntType', runtimeType: 'string' } as const;
     for (const value of ['0', '-9007199254740991', '9007199254740991']) expect(check(bigintText)(value, 'M')).toBe(value);
     for (const value of ['abc', '1e3', '01', '+1', '-0', ' 1', '9007199254740992', '9223372036854775807', 1, 1n])
