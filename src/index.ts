@@ -53,7 +53,8 @@ export {
   SagaSchemaError,
   SagaValidationError,
 } from './errors.js';
-export { DEFAULT_CORRELATION_LENGTH, MAX_TEXT_CORRELATION_LENGTH } from './saga/correlation-value.js';
+export { LARGEST_FLOAT, SMALLEST_FLOAT } from './saga/column-value.js';
+export { DEFAULT_CORRELATION_LENGTH, MAX_CORRELATION_BYTES, MAX_TEXT_CORRELATION_LENGTH } from './saga/correlation-value.js';
 export type {
   AnyMessage,
   CorrelationSource,

@@ -5,14 +5,29 @@ import { describe, expect, it } from 'vitest';
 import {
   type BusinessCalendar,
   defineSaga,
+  type OutboxEnvelope,
   SagaCorrelationError,
+  SagaDispatcher,
   type SagaError,
   SagaRuntime,
   SagaValidationError,
+  silentLogger,
   WeekdayCalendar,
 } from '../src/index.js';
 import { textProblem } from '../src/saga/stored-text.js';
 import { FakeClock } from '../src/testing/index.js';
+import {
+  Address,
+  BigStringSaga,
+  bigStringSaga,
+  COLUMN_TYPE_ENTITIES,
+  charKeySaga,
+  EmbeddingSaga,
+  embeddingSaga,
+  floatKeySaga,
+  LongKeySaga,
+  longKeySaga,
+} from './fixtures/column-type-sagas.js';
 import { NumberedSaga, numberedSaga, scriptedById } from './fixtures/numbered-saga.js';
 import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
@@ -39,10 +54,15 @@ const calendars: Record<string, BusinessCalendar> = {
 
 for (const dialect of DIALECTS) {
   describe(`input contract (${dialect})`, () => {
-    const db = useDatabase(dialect, [ScriptedSaga, NumberedSaga]);
+    const db = useDatabase(dialect, [ScriptedSaga, NumberedSaga, ...COLUMN_TYPE_ENTITIES]);
     const setup = () => {
       const clock = new FakeClock('2026-01-09T16:00:00.000Z');
-      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga, numberedSaga, scriptedById], clock, calendars });
+      const runtime = new SagaRuntime({
+        em: db().orm.em,
+        sagas: [scriptedSaga, numberedSaga, scriptedById, bigStringSaga, longKeySaga, embeddingSaga],
+        clock,
+        calendars,
+      });
       return { clock, runtime, rows: rowsOf(db().orm) };
     };
     const start = async (runtime: SagaRuntime, prefix: string) => {
@@ -119,6 +139,24 @@ for (const dialect of DIALECTS) {
         const again = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
         expect(again).toMatchObject({ outcome: 'handled', sagaId: started.sagaId, version: 1 });
         expect((await rows.saga(key))?.key).toBe(key);
+      });
+
+      it("700 emoji in a varchar(1000) are CORRELATION_INVALID (2,800 UTF-8 bytes, over PostgreSQL's unique index entry); 500 are stored and found", async () => {
+        const { runtime } = setup();
+        const count = () => db().orm.em.fork().count(LongKeySaga);
+        const before = await count();
+        const emoji = (n: number) => Array.from({ length: n }, (_, i) => String.fromCodePoint(0x1f300 + ((i * 7919) % 700))).join('');
+        const error = await refusal(runtime.handle(longKeySaga, { type: 'Touch', key: emoji(700) }));
+        expect(error).toMatchObject({ code: 'CORRELATION_INVALID', details: { property: 'key' } });
+        expect(error.message).toMatch(/longer than 2000 UTF-8 bytes/);
+        expect(await count()).toBe(before);
+        const key = `${uniqueKey('e')}${emoji(480)}`;
+        const started = await runtime.handle(longKeySaga, { type: 'Touch', key });
+        await expect(runtime.handle(longKeySaga, { type: 'Touch', key })).resolves.toMatchObject({
+          outcome: 'handled',
+          sagaId: started.sagaId,
+        });
+        expect((await db().orm.em.fork().findOneOrFail(LongKeySaga, { key })).key).toBe(key);
       });
 
       it('an integer property takes only integers in its column range', async () => {
@@ -262,6 +300,14 @@ for (const dialect of DIALECTS) {
         ['NaN in a double column', { score: Number.NaN }, /is NaN/],
         ['an invalid Date', { seenAt: new Date(Number.NaN) }, /invalid Date/],
         ['a Date in year 10000', { seenAt: new Date('+010000-01-01T00:00:00Z') }, /outside years 1 to 9999/],
+        [
+          'an upper-case uuid (PostgreSQL read it back in lower case, SQLite as written)',
+          { ref: 'AAAAAAAA-BBBB-4CCC-8DDD-EEEEEEEEEEEE' },
+          /not in lower case/,
+        ],
+        ['a uuid without dashes', { ref: 'aaaaaaaabbbb4ccc8dddeeeeeeeeeeee' }, /is not a uuid/],
+        ['1e300 in a float column (PostgreSQL real refuses it, SQLite stored it)', { ratio: 1e300 }, /range of a 4-byte float/],
+        ['1e-50 in a float column (PostgreSQL real refuses it, SQLite stored it)', { ratio: -1e-50 }, /too close to zero/],
       ])('%s is STATE_VALUE_INVALID on both databases, and nothing is written', async (_what, set, hint) => {
         const { runtime } = setup();
         const number = Math.floor(Math.random() * 1_000_000);
@@ -280,6 +326,40 @@ for (const dialect of DIALECTS) {
         expect(await em().count(NumberedSaga)).toBe(before.sagas);
       });
 
+      it.each([
+        ['50 characters in an embedded varchar(10)', { street: 'y'.repeat(50) }, 'address.street', /longer than 10 characters/],
+        ['U+0000 in an embedded string', { street: 'a\u0000b' }, 'address.street', /contains U\+0000/],
+        ['a fraction in an embedded integer', { street: 'ok', number: 1.5 }, 'address.number', /not an integer/],
+      ])('%s is STATE_VALUE_INVALID naming the path (embeddable properties went unchecked)', async (_what, fields, property, hint) => {
+        const { runtime } = setup();
+        const key = uniqueKey('emb');
+        await runtime.handle(embeddingSaga, { type: 'Touch', key });
+        const address = Object.assign(new Address(), fields);
+        const error = await refusal(runtime.handle(embeddingSaga, { type: 'Touch', key, set: { address } }));
+        expect(error).toMatchObject({ code: 'STATE_VALUE_INVALID', details: { sagaType: 'embedding', property } });
+        expect(error.message).toMatch(hint);
+        expect(await db().orm.em.fork().findOneOrFail(EmbeddingSaga, { key })).toMatchObject({ version: 0, address: null });
+      });
+
+      it('a valid embeddable is stored and read back alike', async () => {
+        const { runtime } = setup();
+        const key = uniqueKey('emb');
+        const address = Object.assign(new Address(), { street: '😀'.repeat(10), number: 7 });
+        await runtime.handle(embeddingSaga, { type: 'Touch', key, set: { address } });
+        expect((await db().orm.em.fork().findOneOrFail(EmbeddingSaga, { key })).address).toMatchObject({
+          street: '😀'.repeat(10),
+          number: 7,
+        });
+      });
+
+      it('a lower-case uuid state value is stored and read back alike', async () => {
+        const { runtime } = setup();
+        const number = Math.floor(Math.random() * 1_000_000);
+        const ref = crypto.randomUUID();
+        await runtime.handle(numberedSaga, { type: 'Touch', number, set: { ref } });
+        expect((await db().orm.em.fork().findOne(NumberedSaga, { number }))?.ref).toBe(ref);
+      });
+
       it('20 emoji in a varchar(20), and Dates in years 1 and 9999, are stored and read back alike', async () => {
         const { runtime } = setup();
         const number = Math.floor(Math.random() * 1_000_000);
@@ -293,6 +373,87 @@ for (const dialect of DIALECTS) {
           expect(row).toMatchObject({ label: '😀'.repeat(20), score: -0.5 });
           expect(row?.seenAt?.toISOString()).toBe(seenAt.toISOString());
         }
+      });
+    });
+
+    describe('column types the two databases store differently', () => {
+      it('a float (real) correlation property is DEFINITION_INVALID: PostgreSQL rounded 0.1, so the saga was never found again', () => {
+        expect(() => new SagaRuntime({ em: db().orm.em, sagas: [floatKeySaga] })).toThrow(
+          expect.objectContaining({ code: 'DEFINITION_INVALID', message: expect.stringMatching(/key is a 4-byte float.*double/) }),
+        );
+      });
+
+      it("a char(n) correlation property is DEFINITION_INVALID naming varchar: 'abc' and 'abc ' were one saga on PostgreSQL, two on SQLite", () => {
+        expect(() => new SagaRuntime({ em: db().orm.em, sagas: [charKeySaga] })).toThrow(
+          expect.objectContaining({
+            code: 'DEFINITION_INVALID',
+            message: expect.stringMatching(/key is a fixed-length char\(n\).*varchar/),
+          }),
+        );
+      });
+
+      it('a float state column takes 3.4028235e38 (LARGEST_FLOAT), 0.5 and 0, read back alike', async () => {
+        const { runtime } = setup();
+        const number = Math.floor(Math.random() * 1_000_000);
+        for (const ratio of [-3.4028235e38, 0.5, 0]) {
+          await runtime.handle(numberedSaga, { type: 'Touch', number, set: { ratio } });
+          expect((await db().orm.em.fork().findOne(NumberedSaga, { number }))?.ratio).toBe(ratio);
+        }
+        // As documented: PostgreSQL rounds a float to 4 bytes, SQLite keeps the double.
+        await runtime.handle(numberedSaga, { type: 'Touch', number, set: { ratio: 0.1 + 0.2 } });
+        const rounded = (await db().orm.em.fork().findOne(NumberedSaga, { number }))?.ratio;
+        expect(rounded).toBe(dialect === 'postgresql' ? 0.3 : 0.30000000000000004);
+      });
+    });
+
+    describe('a bigint mapped to string', () => {
+      it('a correlation value that is not a safe integer in plain digits ("abc", "1e3", "01", "-0", 2^63 - 1) is CORRELATION_INVALID, not any string', async () => {
+        const { runtime } = setup();
+        const count = () => db().orm.em.fork().count(BigStringSaga);
+        const before = await count();
+        const bad = ['abc', '1e3', '01', '+1', ' 1', '1 ', '-0', '', '9007199254740992', '-9223372036854775808', 12, 12n];
+        for (const key of bad) {
+          const error = await refusal(runtime.handle(bigStringSaga, { type: 'Touch', key }));
+          expect(error.code, JSON.stringify(String(key))).toBe(key === '' ? 'CORRELATION_MISSING' : 'CORRELATION_INVALID');
+        }
+        expect(await count()).toBe(before);
+      });
+
+      it('the safe-integer extremes are started, found again and read back as written (SQLite read 2^63 - 1 back as ...6000)', async () => {
+        const { runtime } = setup();
+        for (const key of ['9007199254740991', '-9007199254740991']) {
+          await db().orm.em.fork().nativeDelete(BigStringSaga, { key });
+          const started = await runtime.handle(bigStringSaga, { type: 'Touch', key });
+          await expect(runtime.handle(bigStringSaga, { type: 'Touch', key, set: { total: key } })).resolves.toMatchObject({
+            outcome: 'handled',
+            sagaId: started.sagaId,
+            version: 1,
+          });
+          expect(await db().orm.em.fork().findOneOrFail(BigStringSaga, { key })).toMatchObject({ key, total: key });
+        }
+      });
+
+      it('a BigInt state value beyond Number.MAX_SAFE_INTEGER is STATE_VALUE_INVALID (SQLite read 2^63 - 1 back rounded); the largest safe one reads back as written', async () => {
+        const { runtime } = setup();
+        const key = String(Math.floor(Math.random() * 1_000_000_000));
+        await runtime.handle(bigStringSaga, { type: 'Touch', key, set: { count: 2n ** 53n - 1n } });
+        expect((await db().orm.em.fork().findOneOrFail(BigStringSaga, { key })).count).toBe(2n ** 53n - 1n);
+        for (const count of [2n ** 63n - 1n, -(2n ** 53n)]) {
+          const error = await refusal(runtime.handle(bigStringSaga, { type: 'Touch', key, set: { count } }));
+          expect(error).toMatchObject({ code: 'STATE_VALUE_INVALID', details: { property: 'count' } });
+        }
+        expect(await db().orm.em.fork().findOneOrFail(BigStringSaga, { key })).toMatchObject({ count: 2n ** 53n - 1n, version: 0 });
+      });
+
+      it('a state value of such a column that is not a safe integer in plain digits is STATE_VALUE_INVALID', async () => {
+        const { runtime } = setup();
+        const key = String(Math.floor(Math.random() * 1_000_000_000));
+        await runtime.handle(bigStringSaga, { type: 'Touch', key, set: { total: '-42' } });
+        for (const total of ['abc', '1.5', '007', '99999999999999999999']) {
+          const error = await refusal(runtime.handle(bigStringSaga, { type: 'Touch', key, set: { total } }));
+          expect(error).toMatchObject({ code: 'STATE_VALUE_INVALID', details: { property: 'total' } });
+        }
+        expect(await db().orm.em.fork().findOneOrFail(BigStringSaga, { key })).toMatchObject({ total: '-42', version: 0 });
       });
     });
 
@@ -320,6 +481,55 @@ for (const dialect of DIALECTS) {
         expect(error.message).toMatch(path);
         // The message names the path and quotes nothing: it is itself text both databases store.
         expect(textProblem(error.message)).toBeUndefined();
+      });
+
+      it("a getter answering the check 'fine' and JSON.stringify 'a\\u0000b' is PAYLOAD_NOT_SERIALIZABLE: what is stored is what was checked", async () => {
+        let reads = 0;
+        const message = {
+          type: 'M',
+          get note() {
+            reads++;
+            return reads === 1 ? 'fine' : 'a\u0000b';
+          },
+        };
+        const error = await expectRefusedStep([{ op: 'send', message }], 'PAYLOAD_NOT_SERIALIZABLE');
+        expect(error.message).toMatch(/once written as JSON, .*\.note contains U\+0000/);
+        expect(reads).toBe(2);
+      });
+
+      it('a toJSON that appears after the check and throws is PAYLOAD_NOT_SERIALIZABLE with the error as cause, not a raw Error', async () => {
+        let reads = 0;
+        const thrown = new Error('boom');
+        const message = {
+          type: 'M',
+          get toJSON() {
+            reads++;
+            return reads === 1
+              ? undefined
+              : () => {
+                  throw thrown;
+                };
+          },
+        };
+        const error = await expectRefusedStep([{ op: 'send', message }], 'PAYLOAD_NOT_SERIALIZABLE');
+        expect(error.message).toMatch(/could not be written as JSON/);
+        expect(error.cause).toBe(thrown);
+      });
+
+      it('the publisher gets the sent payload deep-equal on both databases, but PostgreSQL (jsonb) reorders its keys: never hash or sign the text', async () => {
+        const { clock, runtime } = setup();
+        const { key } = await start(runtime, 'order');
+        const type = `PaymentRequested-${key}`;
+        const message = { type, orderId: 'o-1', amount: 10, currency: 'EUR' };
+        await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'send', message }] });
+        const published: OutboxEnvelope[] = [];
+        const dispatcher = new SagaDispatcher({ runtime, clock, logger: silentLogger, publish: async (e) => void published.push(e) });
+        await dispatcher.runOnce();
+        const envelope = published.find((e) => e.type === type);
+        expect(envelope?.payload).toEqual(message);
+        // jsonb orders keys shorter first, then bytewise; SQLite keeps the text as written.
+        const order = dialect === 'postgresql' ? ['type', 'amount', 'orderId', 'currency'] : Object.keys(message);
+        expect(Object.keys(envelope?.payload as object)).toEqual(order);
       });
 
       it('a payload nested 10,000 levels deep is PAYLOAD_NOT_SERIALIZABLE, not a stack overflow', async () => {

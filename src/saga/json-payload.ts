@@ -14,30 +14,53 @@ export const MAX_PAYLOAD_DEPTH = 100;
  * functions, symbols, non-finite numbers, Dates (they come back as strings), Maps, Sets and other class
  * instances, `undefined` array items, cycles; strings or keys with U+0000 or lone surrogates (PostgreSQL
  * refuses them); nesting deeper than {@link MAX_PAYLOAD_DEPTH}. The check is iterative: no input overflows
- * the stack.
+ * the stack. `JSON.stringify` runs once, and the text it wrote is checked again as parsed back, so what is
+ * returned (and stored) is what was checked, whatever a getter or `toJSON` answers on a second read.
  *
  * @throws SagaValidationError `PAYLOAD_NOT_SERIALIZABLE` naming the offending path (never its value), or
  *   `PAYLOAD_TOO_LARGE` when the JSON text is longer than `maxBytes` UTF-8 bytes.
  */
 export function toJsonPayload(value: unknown, what: string, maxBytes: number, details: SagaErrorDetails = {}): string {
   const problem = findProblem(value, what, maxBytes);
-  if (problem !== undefined && problem !== TOO_LARGE) {
-    throw new SagaValidationError(
-      'PAYLOAD_NOT_SERIALIZABLE',
-      `${problem}: ${what} must survive a JSON round trip unchanged. Use plain objects, arrays, strings, finite numbers, booleans and null (an ISO string for a date, a string for a BigInt).`,
-      details,
-    );
-  }
-  const json = problem === TOO_LARGE ? undefined : JSON.stringify(value);
-  const bytes = json === undefined ? undefined : Buffer.byteLength(json, 'utf8');
-  if (json === undefined || bytes === undefined || bytes > maxBytes) {
-    throw new SagaValidationError(
-      'PAYLOAD_TOO_LARGE',
-      `${what} is ${bytes === undefined ? 'more than ' : ''}${bytes ?? maxBytes} bytes of JSON, over the limit of ${maxBytes}: store large data elsewhere and send a reference, or raise maxPayloadBytes.`,
-      { ...details, bytes, maxBytes },
-    );
-  }
+  if (problem === TOO_LARGE) throw tooLarge(what, undefined, maxBytes, details);
+  if (problem !== undefined) throw notSerializable(problem, what, details);
+  const json = stringifyOnce(value, what, details);
+  const bytes = Buffer.byteLength(json, 'utf8');
+  if (bytes > maxBytes) throw tooLarge(what, bytes, maxBytes, details);
+  // What is stored is this text, not `value`: a getter, a Proxy or a toJSON may have answered JSON.stringify
+  // differently than the check above (a U+0000 the check never saw). So the text is checked as parsed back.
+  const stored = findProblem(JSON.parse(json), what, Number.POSITIVE_INFINITY);
+  if (stored !== undefined && stored !== TOO_LARGE) throw notSerializable(`once written as JSON, ${stored}`, what, details);
   return json;
+}
+
+/** `JSON.stringify(value)`, called once; what it throws (a BigInt, a cycle, a throwing toJSON, a stack overflow) is typed. */
+function stringifyOnce(value: unknown, what: string, details: SagaErrorDetails): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value);
+  } catch (error) {
+    throw notSerializable(`${what} could not be written as JSON`, what, details, error);
+  }
+  if (json === undefined) throw notSerializable(`${what} writes no JSON text`, what, details);
+  return json;
+}
+
+function notSerializable(problem: string, what: string, details: SagaErrorDetails, cause?: unknown): SagaValidationError {
+  return new SagaValidationError(
+    'PAYLOAD_NOT_SERIALIZABLE',
+    `${problem}: ${what} must survive a JSON round trip unchanged. Use plain objects, arrays, strings, finite numbers, booleans and null (an ISO string for a date, a string for a BigInt).`,
+    details,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+function tooLarge(what: string, bytes: number | undefined, maxBytes: number, details: SagaErrorDetails): SagaValidationError {
+  return new SagaValidationError(
+    'PAYLOAD_TOO_LARGE',
+    `${what} is ${bytes === undefined ? 'more than ' : ''}${bytes ?? maxBytes} bytes of JSON, over the limit of ${maxBytes}: store large data elsewhere and send a reference, or raise maxPayloadBytes.`,
+    { ...details, bytes, maxBytes },
+  );
 }
 
 /** Returned by findProblem when the JSON text is certainly over the limit, found before writing it. */

@@ -1,4 +1,4 @@
-import type { ChangeSet, EntityMetadata } from '@mikro-orm/core';
+import type { ChangeSet, EntityMetadata, EntityProperty } from '@mikro-orm/core';
 import { SagaValidationError } from '../errors.js';
 import { type Accepted, acceptedBy, describe, problemOf } from './column-value.js';
 import { kindOf } from './stored-text.js';
@@ -19,33 +19,52 @@ type ColumnRule = Accepted | { readonly kind: 'date' };
 
 /**
  * Builds the state check of one saga from its entity metadata, once, at registration. It covers the scalar
- * columns whose type the library knows (strings, uuids, numbers, bigints, enums, Dates); others (json, boolean,
- * custom types) are left to MikroORM and the database. A step copying message text into its state is the usual
+ * columns whose type the library knows (strings, uuids, numbers, bigints, enums, Dates), the entity's own and
+ * those of an `@Embedded` embeddable stored in the entity's columns; others (json, boolean, custom types, an
+ * embeddable stored as one JSON column) are left to MikroORM and the database. A step copying message text into its state is the usual
  * way a U+0000 or an over-long string gets there: PostgreSQL would refuse it at COMMIT time, SQLite would store it.
  */
 export function stateValuesCheckFor(meta: EntityMetadata): StateValuesCheck {
-  const rules = new Map<string, ColumnRule>();
+  const columns = new Map<string, Column>();
   for (const property of meta.props) {
-    if (property.kind !== 'scalar') continue;
+    // Properties of an embeddable stored as one JSON column (`object: true`) are left to that column.
+    if (property.kind !== 'scalar' || property.object) continue;
     const rule: ColumnRule | undefined = property.runtimeType === 'Date' ? { kind: 'date' } : acceptedBy(property, undefined);
-    if (rule) rules.set(property.name, rule);
+    if (rule) columns.set(property.name, { rule, path: pathOf(meta, property) });
   }
   return (state, changeSets, sagaType, sagaId) => {
     for (const changeSet of changeSets) {
       for (const name of Object.keys(changeSet.payload ?? {})) {
-        const rule = rules.get(name);
-        const value = (state as Record<string, unknown>)[name];
-        if (!rule || value === null || value === undefined) continue;
+        const column = columns.get(name);
+        if (!column) continue;
+        const value = column.path.reduce<unknown>((owner, key) => (owner as Record<string, unknown> | null | undefined)?.[key], state);
+        if (value === null || value === undefined) continue;
+        const { rule } = column;
         const problem = rule.kind === 'date' ? dateProblem(value) : problemOf(value, rule);
         if (problem === undefined) continue;
+        const property = column.path.join('.');
         throw new SagaValidationError(
           'STATE_VALUE_INVALID',
-          `A step of saga ${sagaType}/${sagaId} set ${name} to a value that ${problem}: it must be ${rule.kind === 'date' ? 'a valid Date from year 1 to 9999' : describe(rule)}. Nothing was written; check what the step copies from its message.`,
-          { sagaType, sagaId, property: name },
+          `A step of saga ${sagaType}/${sagaId} set ${property} to a value that ${problem}: it must be ${rule.kind === 'date' ? 'a valid Date from year 1 to 9999' : describe(rule)}. Nothing was written; check what the step copies from its message.`,
+          { sagaType, sagaId, property },
         );
       }
     }
   };
+}
+
+/** A checked column: its rule, and where the state holds its value (`['address', 'street']` for an embeddable). */
+type Column = { readonly rule: ColumnRule; readonly path: readonly string[] };
+
+/**
+ * Where the state holds `property`'s value. A property of an embeddable stored in the entity's own columns is
+ * named `address_street` in a change set's payload; `embedded` names its owning property and its own name.
+ */
+function pathOf(meta: EntityMetadata, property: EntityProperty): string[] {
+  if (!property.embedded) return [property.name];
+  const [owner, name] = property.embedded;
+  const ownerProperty = meta.properties[owner as keyof typeof meta.properties] as EntityProperty | undefined;
+  return [...(ownerProperty ? pathOf(meta, ownerProperty) : [owner]), name];
 }
 
 function dateProblem(value: unknown): string | undefined {

@@ -62,6 +62,7 @@ describe('correlationCheckFor', () => {
     expect(() => check({ type: 'string', runtimeType: 'string' })('x'.repeat(DEFAULT_CORRELATION_LENGTH), 'M')).not.toThrow();
     refuses({ type: 'string', runtimeType: 'string' }, 'x'.repeat(DEFAULT_CORRELATION_LENGTH + 1));
     refuses({ type: 'text', runtimeType: 'string' }, 'x'.repeat(MAX_TEXT_CORRELATION_LENGTH + 1));
+    expect(check({ type: 'string', runtimeType: 'string', columnTypes: ['character varying(8)'] })('abc', 'M')).toBe('abc');
   });
 
   it('a uuid property takes a uuid in any case and looks it up in lower case', () => {
@@ -80,8 +81,12 @@ describe('correlationCheckFor', () => {
     expect(check({ type: 'DoubleType', runtimeType: 'number' })(0.5, 'M')).toBe(0.5);
     refuses({ type: 'DoubleType', runtimeType: 'number' }, Number.POSITIVE_INFINITY);
     const bigint = { type: 'BigIntType', runtimeType: 'bigint' } as const;
-    expect(check(bigint)(2n ** 63n - 1n, 'M')).toBe(2n ** 63n - 1n);
-    for (const value of [2n ** 63n, 1, '1']) refuses(bigint, value);
+    expect(check(bigint)(2n ** 53n - 1n, 'M')).toBe(2n ** 53n - 1n);
+    for (const value of [2n ** 53n, 2n ** 63n - 1n, -(2n ** 53n), 1, '1']) refuses(bigint, value);
+    const bigintText = { type: 'BigIntType', runtimeType: 'string' } as const;
+    for (const value of ['0', '-9007199254740991', '9007199254740991']) expect(check(bigintText)(value, 'M')).toBe(value);
+    for (const value of ['abc', '1e3', '01', '+1', '-0', ' 1', '9007199254740992', '9223372036854775807', 1, 1n])
+      refuses(bigintText, value);
   });
 
   it('an enum takes one of its items; other types are refused when the saga is registered', () => {
@@ -92,6 +97,10 @@ describe('correlationCheckFor', () => {
       { type: 'boolean', runtimeType: 'boolean' },
       { type: 'DecimalType', runtimeType: 'string' },
       { type: 'json', runtimeType: 'any' },
+      { type: 'float', runtimeType: 'number' },
+      { type: 'double', runtimeType: 'number', columnTypes: ['real'] },
+      { type: 'character', runtimeType: 'string', length: 8 },
+      { type: 'string', runtimeType: 'string', columnTypes: ['char(8)'] },
     ])
       expect(() => check(fields as Partial<EntityProperty>)).toThrow(expect.objectContaining({ code: 'DEFINITION_INVALID' }));
   });
@@ -149,6 +158,34 @@ describe('toJsonPayload', () => {
   it('names the path of a bad string or key and never quotes it', () => {
     expect(() => toJsonPayload({ a: [{ b: 'x\u0000' }] }, 'p', 1000)).toThrow('p.a[0].b contains U+0000');
     expect(() => toJsonPayload({ ok: 1, 'secret\uD800': 1 }, 'p', 1000)).toThrow('p[key #1]: the key contains a lone UTF-16 surrogate');
+  });
+  it('checks the JSON text it returns, not only the value: a getter or toJSON answering differently later is refused', () => {
+    let reads = 0;
+    const flipping = {
+      get s() {
+        return reads++ === 0 ? 'fine' : 'x\uD800';
+      },
+    };
+    expect(() => toJsonPayload(flipping, 'p', 1000)).toThrow('once written as JSON, p.s contains a lone UTF-16 surrogate');
+    let deepReads = 0;
+    const deepening = {
+      get d() {
+        if (deepReads++ === 0) return 1;
+        let deep: unknown = 1;
+        for (let i = 0; i < 200; i++) deep = [deep];
+        return deep;
+      },
+    };
+    expect(() => toJsonPayload(deepening, 'p', 100_000)).toThrow(/nested deeper than 100 levels/);
+    let bigReads = 0;
+    const bigint = {
+      get n() {
+        return bigReads++ === 0 ? 1 : 1n;
+      },
+    };
+    expect(() => toJsonPayload(bigint, 'p', 1000)).toThrow(
+      expect.objectContaining({ code: 'PAYLOAD_NOT_SERIALIZABLE', cause: expect.any(TypeError) }),
+    );
   });
   it('accepts exactly what round-trips JSON and both databases store', () => {
     fc.assert(
