@@ -14,6 +14,7 @@ import {
   SagaDispatcher,
   type SagaDispatcherOptions,
   SagaOutbox,
+  SagaPersistenceError,
   SagaRuntime,
   SagaTimer,
   silentLogger,
@@ -23,6 +24,7 @@ import { type Action, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '.
 import { DIALECTS, type TestDatabase } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
+import { CommitDroppingProxy } from './support/tcp-proxy.js';
 
 /** The next time `dispatcher` reports `event`. */
 function next<K extends keyof DispatcherEvents>(dispatcher: SagaDispatcher, event: K): Promise<Parameters<DispatcherEvents[K]>> {
@@ -330,6 +332,52 @@ for (const dialect of DIALECTS) {
         expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:victim;' });
         expect((await rows.timers({ sagaId }))[0]).toMatchObject({ outcome: 'fired', attempts: 0, lastError: null });
       });
+      for (const code of ['DATABASE_UNREACHABLE', 'COMMIT_OUTCOME_UNKNOWN'] as const)
+        it(`a delivery the runtime fails with ${code} is given back uncharged and fires later`, async () => {
+          const { clock, start, rows } = await fresh();
+          const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
+          const deliver = runtime.deliverTimer.bind(runtime);
+          let failures = 0;
+          // The runtime's verdict as it raises it when the database is away (the driver error is not the point).
+          runtime.deliverTimer = async (timer) => {
+            if (failures++ === 0) throw new SagaPersistenceError(code, 'the database went away under the delivery');
+            return deliver(timer);
+          };
+          const dispatcher = dispatcherFor(runtime, { maxAttempts: 1 });
+          const { key, sagaId } = await start([{ op: 'schedule', name: 'victim', after: 0 }]);
+
+          expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, failed: 0, deadLettered: 0, interrupted: 1 });
+          expect(await rows.pendingTimers(sagaId)).toMatchObject([{ name: 'victim', attempts: 0, lastError: null }]);
+          expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 1, failed: 0 });
+          expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:victim;' });
+        });
+
+      if (dialect === 'postgresql')
+        it('a connection lost at the delivery’s BEGIN (knex: "Transaction query already complete") is given back uncharged', async () => {
+          const { clock, start, rows } = await fresh();
+          const url = new URL(db().config.clientUrl as string);
+          const proxy = new CommitDroppingProxy(url.hostname, Number(url.port || 5432));
+          url.hostname = '127.0.0.1';
+          url.port = String(await proxy.listen());
+          cleanups.push(() => proxy.close());
+          const dispatcherOrm = await anotherOrm({ clientUrl: url.toString() });
+          let ticks = 0;
+          // The step runs before the unit of work begins its transaction: the next BEGIN on the wire is that one.
+          const arming = scriptedSagaWithTick(async (saga, message) => {
+            if (ticks++ === 0) proxy.arm('drop-at-begin');
+            saga.log += `tick:${message.label};`;
+          });
+          const runtime = new SagaRuntime({ em: dispatcherOrm.em, sagas: [arming], clock, concurrency: { maxAttempts: 1 } });
+          const dispatcher = dispatcherFor(runtime, { maxAttempts: 1 });
+          const { key, sagaId } = await start([{ op: 'schedule', name: 'victim', after: 0 }]);
+
+          const pass = await dispatcher.runOnce();
+          await proxy.faulted;
+          expect(pass.timers).toMatchObject({ claimed: 1, fired: 0, failed: 0, deadLettered: 0, interrupted: 1 });
+          expect(await rows.pendingTimers(sagaId)).toMatchObject([{ name: 'victim', attempts: 0, lastError: null }]);
+          expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 1, failed: 0 });
+          expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:victim;' });
+        });
     });
 
     describe('point 7: bounded and accounted', () => {
