@@ -380,6 +380,66 @@ for (const dialect of DIALECTS) {
         });
     });
 
+    describe('error text: stored whatever it holds, logged without the driver’s SQL', () => {
+      /** A logger that keeps every line, and the fields passed with it. */
+      const recordingLogger = () => {
+        const lines: string[] = [];
+        const keep = (message: string, fields?: Record<string, unknown>) =>
+          void lines.push(message, ...(fields ? [String(Object.keys(fields))] : []));
+        return { lines, logger: { debug: keep, info: keep, warn: keep, error: keep } };
+      };
+
+      it('a step error carrying U+0000 and a lone surrogate is charged, then dead-lettered with that error, not a false LeaseExpired', async () => {
+        const { clock, start, rows } = await fresh();
+        const poison = scriptedSagaWithTick(async () => {
+          throw new Error('cannot parse field: got \u0000 at offset 3, cut emoji \ud83d');
+        });
+        const { lines, logger } = recordingLogger();
+        const dispatcher = dispatcherFor(new SagaRuntime({ em: db().orm.em, sagas: [poison], clock }), { maxAttempts: 2, logger });
+        const { sagaId } = await start([{ op: 'schedule', name: 'poison', after: 0 }]);
+
+        expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, failed: 1, deadLettered: 0 });
+        const expected = 'Error: cannot parse field: got \ufffd at offset 3, cut emoji \ufffd';
+        expect(await rows.pendingTimers(sagaId)).toMatchObject([{ attempts: 1, lastError: expected, lockedUntil: null }]);
+        clock.advance(3_600_000);
+        expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, failed: 0, deadLettered: 1 });
+        expect((await rows.timers({ sagaId }))[0]).toMatchObject({
+          outcome: 'dead_lettered',
+          attempts: 2,
+          lastError: expected,
+          deadLetterReason: `failed 2 time(s), the last with: ${expected}`,
+        });
+        const logged = lines.join('\n');
+        expect(logged).not.toContain('could not be recorded');
+        expect(logged).not.toContain('\u0000');
+      });
+
+      it('a publisher failing on a MikroORM query: neither last_error nor the log quotes the SQL or its parameters', async () => {
+        const { clock, start, rows } = await fresh();
+        const brokerOrm = await anotherOrm();
+        const { lines, logger } = recordingLogger();
+        // A broker table written through MikroORM: the driver error it raises quotes the statement and its values.
+        const broker = brokerOrm.em as unknown as { execute(sql: string, params: unknown[]): Promise<unknown> };
+        const publish = async () =>
+          void (await broker.execute('select * from "no_such_broker_table" where "secret" = ?', ['secret-value']));
+        const dispatcher = dispatcherFor(new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock }), {
+          maxAttempts: 3,
+          logger,
+          publish,
+        });
+        const { sagaId } = await start([{ op: 'send', message: { type: 'Relayed' } }]);
+
+        expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 1, failed: 1, published: 0 });
+        const [row] = await rows.outbox(sagaId);
+        expect(row).toMatchObject({
+          attempts: 1,
+          lastError: `TableNotFoundException (${dialect === 'sqlite' ? 'SQLITE_ERROR' : '42P01'})`,
+        });
+        expect(lines.some((line) => line.includes('failed (attempt 1 of 3)'))).toBe(true);
+        expect(lines.join('\n')).not.toMatch(/secret|no_such_broker_table|select/i);
+      });
+    });
+
     describe('point 7: bounded and accounted', () => {
       it('stop() resolves after stopTimeoutMs when the database stops answering mid-pass', async () => {
         const { clock } = await fresh();

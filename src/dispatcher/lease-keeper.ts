@@ -2,6 +2,7 @@ import type { DatabaseContext } from '../sql/database-context.js';
 import { type Claim, DISPATCH_TABLES, type DispatchTable, renewLeases } from '../sql/dispatch-statements.js';
 import type { SagaLogger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
+import { describeError } from './describe-error.js';
 
 /** What one lease renewal did. */
 export interface LeaseRenewal {
@@ -91,7 +92,7 @@ export class LeaseKeeper {
     } catch (error) {
       // The database is unreachable: the leases may run out; whoever takes a row over then re-claims it,
       // and the tokens keep this dispatcher's late commits from applying twice.
-      this.options.logger.warn(`could not renew the leases of ${claims.length} ${table} row(s): ${(error as Error)?.message ?? error}`);
+      this.options.logger.warn(`could not renew the leases of ${claims.length} ${table} row(s): ${describeError(error)}`);
       return undefined;
     }
     const lost: string[] = [];

@@ -8,6 +8,7 @@ import {
   type DispatchTable,
   deadLetter,
   diedWithItsDispatcher,
+  ERROR_TEXT_LIMIT,
   markDeliveryStarted,
   markPublished,
   missTimersOverdueBefore,
@@ -16,9 +17,10 @@ import {
   releaseClaim,
 } from '../sql/dispatch-statements.js';
 import { type SagaCounterName, SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
-import { truncate } from '../text/truncate.js';
+import { storableText } from '../text/storable-text.js';
 import { type ClaimedOutboxRow, claimDueOutboxRows, claimDueTimers, type UndecodableRow } from './claim-due-rows.js';
 import { DeliveryPool, type DeliveryTask } from './delivery-pool.js';
+import { describeError as describe } from './describe-error.js';
 import { SagaDispatchError } from './dispatch-pass-error.js';
 import {
   CATCH_UP_POLICIES,
@@ -274,7 +276,7 @@ export class SagaDispatcher implements AsyncDisposable {
   private async reportFailedPass(error: unknown, failures: number, signal?: AbortSignal): Promise<void> {
     const { clock, pollIntervalMs, dbRetryMaxMs, logger } = this.options;
     const wait = Math.min(dbRetryMaxMs, pollIntervalMs * 2 ** (failures - 1));
-    logger.error(`dispatcher pass failed (${failures} in a row); retrying in ${wait} ms: ${describe(error)}`, { error });
+    logger.error(`dispatcher pass failed (${failures} in a row); retrying in ${wait} ms: ${describe(error)}`);
     // The wait starts before listeners hear of it, so a listener that moves a fake clock wakes the loop.
     const waiting = signal ? clock.sleep(wait, signal) : Promise.resolve();
     this.emit('passFailed', error, failures);
@@ -479,12 +481,12 @@ export class SagaDispatcher implements AsyncDisposable {
   private async recordFailure(table: DispatchTable, row: HeldRow, error: unknown, what: string, counts: Counts): Promise<void> {
     const { clock, maxAttempts, backoff, logger } = this.options;
     const attempts = row.attempts + 1;
-    const message = truncate(describe(error), 2_000);
+    const message = storableText(describe(error), ERROR_TEXT_LIMIT);
     const now = clock.now();
     const counters = FAILURE_COUNTERS[table];
     try {
       if (attempts >= maxAttempts) {
-        const reason = truncate(`failed ${attempts} time(s), the last with: ${message}`, 2_000);
+        const reason = storableText(`failed ${attempts} time(s), the last with: ${message}`, ERROR_TEXT_LIMIT);
         await deadLetter(this.context, table, { claim: row, error: message, reason, now, countsAnAttempt: true });
         logger.error(`${what} dead-lettered after ${attempts} failed attempt(s): ${message}`);
         counts.deadLettered++;
@@ -507,7 +509,7 @@ export class SagaDispatcher implements AsyncDisposable {
    */
   private async retireWithoutDelivery(table: DispatchTable, row: HeldRow, what: string, counts: Counts): Promise<void> {
     const message = row.lastError ?? 'no error recorded';
-    const reason = truncate(`failed ${row.attempts} time(s), the last with: ${message}`, 2_000);
+    const reason = storableText(`failed ${row.attempts} time(s), the last with: ${message}`, ERROR_TEXT_LIMIT);
     await this.retire(
       table,
       row,
@@ -576,11 +578,4 @@ export class SagaDispatcher implements AsyncDisposable {
       }
     }
   }
-}
-
-/** For logs: the error, and for a failed pass the driver error behind it. */
-function describe(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  const text = `${error.name}: ${error.message}`;
-  return error instanceof SagaDispatchError ? `${text} Cause: ${describe(error.cause)}` : text;
 }

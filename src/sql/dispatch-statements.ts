@@ -1,4 +1,5 @@
 import { OUTBOX_OUTCOMES, TIMER_OUTCOMES } from '../entities/dispatch-states.js';
+import { storableText } from '../text/storable-text.js';
 import type { DatabaseContext, OutboxProperty, TimerProperty } from './database-context.js';
 import { placeholders, queryRows, runStatement } from './sql-executor.js';
 
@@ -11,6 +12,12 @@ export interface Claim {
   readonly id: string;
   readonly token: string;
 }
+
+/**
+ * Most UTF-16 code units stored in `last_error` / `dead_letter_reason`. Error text is made storable first
+ * (U+0000 and lone surrogates replaced): a statement refused for its text would leave the failure uncounted.
+ */
+export const ERROR_TEXT_LIMIT = 2_000;
 
 /** The `last_error` a claim records when it takes over a row whose started delivery lost its lease. */
 export const LEASE_EXPIRED_ERROR = 'LeaseExpired: the dispatcher delivering it stopped before finishing (crash or kill)';
@@ -172,7 +179,7 @@ export function recordFailure(db: DatabaseContext, table: DispatchTable, failure
     `update ${name} set ${c.attempts} = ${c.attempts} + 1, ${c.lastError} = ?, ${c.availableAt} = ?, ${c.lockedUntil} = null,
        ${c.token} = ${db.dialect.newTokenSql}
      where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
-    [failure.error, failure.retryAt, failure.claim.id, failure.claim.token],
+    [storableText(failure.error, ERROR_TEXT_LIMIT), failure.retryAt, failure.claim.id, failure.claim.token],
   );
 }
 
@@ -204,7 +211,15 @@ export function deadLetter(db: DatabaseContext, table: DispatchTable, record: De
     `update ${name} set ${c.attempts} = ${c.attempts} + ${record.countsAnAttempt ? 1 : 0}, ${c.lastError} = ?, ${c.lockedUntil} = null,
        ${c.token} = ${db.dialect.newTokenSql}, ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.deadLetteredAt} = ?, ${c.deadLetterReason} = ?
      where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
-    [record.error, record.now, outcome, record.now, record.reason, record.claim.id, record.claim.token],
+    [
+      storableText(record.error, ERROR_TEXT_LIMIT),
+      record.now,
+      outcome,
+      record.now,
+      storableText(record.reason, ERROR_TEXT_LIMIT),
+      record.claim.id,
+      record.claim.token,
+    ],
   );
 }
 

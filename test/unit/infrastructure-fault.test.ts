@@ -1,6 +1,7 @@
-// Which errors the dispatcher treats as database faults (not charged) and which as the delivery's own failure.
+// Which errors the dispatcher treats as database faults (not charged) and which as the delivery's own failure; how it shows them.
 import { ConnectionException, DriverException, LockWaitTimeoutException, UniqueConstraintViolationException } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
+import { describeError } from '../../src/dispatcher/describe-error.js';
 import { isInfrastructureFault } from '../../src/dispatcher/infrastructure-fault.js';
 import { SagaPersistenceError } from '../../src/index.js';
 
@@ -49,5 +50,19 @@ describe('isInfrastructureFault', () => {
     ['not an error at all', 'a string'],
   ])('%s is the delivery’s own failure', (_, error) => {
     expect(isInfrastructureFault(error)).toBe(false);
+  });
+});
+
+describe('describeError', () => {
+  it('shows a driver error by its class and code only: its message quotes the SQL and its parameters', () => {
+    const error = new DriverException(driverError(`update "saga_timer" set "last_error" = 'secret' where "token" = 'abc' - boom`, '22021'));
+    expect(describeError(error)).toBe('DriverException (22021)');
+  });
+
+  it('shows any other error by its class and message', () => {
+    expect(describeError(new SagaPersistenceError('DATABASE_UNREACHABLE', 'cannot reach PostgreSQL'))).toBe(
+      'SagaPersistenceError: cannot reach PostgreSQL',
+    );
+    expect(describeError('plain')).toBe('plain');
   });
 });
