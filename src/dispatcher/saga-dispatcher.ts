@@ -4,6 +4,7 @@ import type { TimerDelivery } from '../saga/saga-runtime.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import {
   type Claim,
+  type ClaimGuard,
   DISPATCH_TABLES,
   type DispatchTable,
   deadLetter,
@@ -304,7 +305,7 @@ export class SagaDispatcher implements AsyncDisposable {
   private async claimAndFireTimers(now: Date, signal: AbortSignal | undefined, counts: Mutable<DispatchPassResult['timers']>) {
     const table = DISPATCH_TABLES.timer;
     const leaseUntil = new Date(now.getTime() + this.options.leaseMs);
-    const { rows, undecodable } = await claimDueTimers(this.context, now, leaseUntil, this.options.batchSize);
+    const { rows, undecodable } = await claimDueTimers(this.context, now, leaseUntil, this.options.batchSize, this.claimGuard(table, now));
     counts.claimed = rows.length + undecodable.length;
     if (counts.claimed > 0) this.emit('claimed', { table, ids: [...rows, ...undecodable].map((r) => r.id), at: now, leaseUntil });
     await this.retireUndecodable(undecodable, counts);
@@ -316,7 +317,13 @@ export class SagaDispatcher implements AsyncDisposable {
     const table = DISPATCH_TABLES.outbox;
     const at = this.options.clock.now();
     const leaseUntil = new Date(at.getTime() + this.options.leaseMs);
-    const { rows, undecodable } = await claimDueOutboxRows(this.context, at, leaseUntil, this.options.batchSize);
+    const { rows, undecodable } = await claimDueOutboxRows(
+      this.context,
+      at,
+      leaseUntil,
+      this.options.batchSize,
+      this.claimGuard(table, at),
+    );
     counts.claimed = rows.length + undecodable.length;
     if (counts.claimed > 0) {
       this.emit('claimed', { table, ids: [...rows.map((r) => r.envelope.id), ...undecodable.map((r) => r.id)], at, leaseUntil });
@@ -328,6 +335,16 @@ export class SagaDispatcher implements AsyncDisposable {
       held.map((h) => h.claim),
     );
     await this.pool.submit(held.map(({ row, claim }) => this.task(table, claim, signal, counts, () => this.publishOne(row, counts))));
+  }
+
+  /**
+   * What a claim at `now` leaves alone: rows this dispatcher holds (after an outage longer than the lease
+   * they look free, but their delivery is still running here), and rows whose delivery elsewhere started
+   * less than `deliveryTimeoutMs` ago (it may still be running: its dispatcher may have lost the database,
+   * not its process).
+   */
+  private claimGuard(table: DispatchTable, now: Date): ClaimGuard {
+    return { exclude: this.leases.heldIds(table), startedBefore: new Date(now.getTime() - this.options.deliveryTimeoutMs) };
   }
 
   /**
@@ -350,7 +367,7 @@ export class SagaDispatcher implements AsyncDisposable {
         counts.released++;
         await this.giveBack(table, row);
       },
-      settle: () => this.leases.let(table, row.id),
+      settle: () => this.leases.let(table, row),
     };
   }
 
@@ -419,7 +436,7 @@ export class SagaDispatcher implements AsyncDisposable {
    * the database could not mark (interrupted, not charged).
    */
   private async startDelivery(table: DispatchTable, row: HeldRow, what: string, counts: Counts): Promise<boolean> {
-    if (this.leases.isLost(table, row.id)) {
+    if (this.leases.isLost(table, row)) {
       counts.lost++;
       return false;
     }

@@ -65,6 +65,21 @@ function shared(db: DatabaseContext, table: DispatchTable) {
   return { name, c: column };
 }
 
+/** What a claim leaves alone besides rows that are not due. */
+export interface ClaimGuard {
+  /**
+   * A row whose lease ran out while its delivery had started is taken over only when that delivery started
+   * at or before this instant (`now - deliveryTimeoutMs`): until then it may still be running (its
+   * dispatcher lost the database for longer than the lease, not its process). Default `now`.
+   */
+  readonly startedBefore?: Date;
+  /** Ids this dispatcher holds itself (waiting or being delivered): never re-claimed by it. */
+  readonly exclude?: readonly string[];
+}
+
+/** Most held ids one claim statement excludes; beyond that the token check still guards a self re-claim. */
+const EXCLUDE_LIMIT = 500;
+
 /**
  * Claims up to `limit` due rows (`available_at <= now`, not leased), oldest first, in ONE statement: each
  * claimed row gets a new token, `locked_until = leaseUntil`, and no delivery start. On PostgreSQL the due
@@ -73,31 +88,42 @@ function shared(db: DatabaseContext, table: DispatchTable) {
  * timeout), so concurrent claims run one after the other and never read the same due row.
  *
  * A row whose previous claim ran out while its delivery had started (`locked_until` and
- * `delivery_started_at` both set: every way a delivery ends clears the lease) is charged that lost delivery
- * as a failed attempt, with {@link LEASE_EXPIRED_ERROR}. A row whose claim ran out before its delivery
- * started is taken over free.
+ * `delivery_started_at` both set: every way a delivery ends clears the lease) is taken over only once that
+ * delivery started `guard.startedBefore` or earlier, and is then charged that lost delivery as a failed
+ * attempt, with {@link LEASE_EXPIRED_ERROR}. A row whose claim ran out before its delivery started is taken
+ * over free. Rows in `guard.exclude` are left alone.
  * @returns the claimed rows keyed by property name, in no particular order.
  */
-export function claimDueRows(db: DatabaseContext, table: DispatchTable, now: Date, leaseUntil: Date, limit: number) {
+export function claimDueRows(
+  db: DatabaseContext,
+  table: DispatchTable,
+  now: Date,
+  leaseUntil: Date,
+  limit: number,
+  guard: ClaimGuard = {},
+) {
   const { name, c } = shared(db, table);
   const columns = db.tables[table].column as Record<string, string>;
   const lost = `${c.lockedUntil} is not null and ${c.deliveryStartedAt} is not null`;
+  const exclude = (guard.exclude ?? []).slice(0, EXCLUDE_LIMIT);
+  const notHeld = exclude.length > 0 ? ` and ${c.id} not in (${placeholders(exclude.length)})` : '';
   return queryRows<Record<string, unknown>>(
     db.autocommit,
     `update ${name} set ${c.token} = ${db.dialect.newTokenSql}, ${c.lockedUntil} = ?, ${c.deliveryStartedAt} = null,
        ${c.attempts} = ${c.attempts} + (case when ${lost} then 1 else 0 end),
        ${c.lastError} = case when ${lost} then '${LEASE_EXPIRED_ERROR}' else ${c.lastError} end
-     where ${c.id} in (select ${c.id} from ${name} where ${due(db, table)} order by ${c.availableAt}, ${c.id} limit ?${
+     where ${c.id} in (select ${c.id} from ${name} where ${due(db, table)}${notHeld} order by ${c.availableAt}, ${c.id} limit ?${
        db.dialect.supportsSkipLocked ? ' for update skip locked' : ''
      })
      returning ${CLAIMED[table].map((p) => `${columns[p]} as "${p}"`).join(', ')}`,
-    [leaseUntil, now, now, limit],
+    [leaseUntil, now, now, guard.startedBefore ?? now, ...exclude, limit],
   );
 }
 
 function due(db: DatabaseContext, table: DispatchTable): string {
   const { c } = shared(db, table);
-  return `${c.dispatchedAt} is null and ${c.availableAt} <= ? and (${c.lockedUntil} is null or ${c.lockedUntil} <= ?)`;
+  const mayStillRun = `${c.deliveryStartedAt} is not null and ${c.deliveryStartedAt} > ?`;
+  return `${c.dispatchedAt} is null and ${c.availableAt} <= ? and (${c.lockedUntil} is null or (${c.lockedUntil} <= ? and not (${mayStillRun})))`;
 }
 
 /**
