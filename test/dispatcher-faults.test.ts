@@ -380,6 +380,61 @@ for (const dialect of DIALECTS) {
         });
     });
 
+    describe('outcomes the database could not take are written later, not charged as a crash', () => {
+      /**
+       * A dispatcher whose publisher succeeds while the database refuses the next write (the outbox row is
+       * locked: SQLITE_BUSY after a 20 ms busy timeout, PostgreSQL's lock_timeout of 50 ms), and what lifts it.
+       */
+      const publishingIntoAnOutage = async (clock: FakeClock, sagaId: () => string) => {
+        const dispatcherOrm = await anotherOrm(
+          dialect === 'postgresql' ? { driverOptions: { connection: { options: '-c lock_timeout=50' } } } : {},
+        );
+        if (dialect === 'sqlite') await dispatcherOrm.em.getConnection().execute('pragma busy_timeout = 20');
+        const locker = await anotherOrm();
+        const lockerConnection = locker.em.getConnection();
+        const trx = await lockerConnection.begin();
+        let publishes = 0;
+        const publish = async () => {
+          publishes++;
+          if (publishes > 1) return;
+          // The broker took the message; now the database refuses the dispatcher's writes.
+          if (dialect === 'sqlite') await lockerConnection.execute('update "saga_outbox" set "attempts" = "attempts"', [], 'run', trx);
+          else await lockerConnection.execute('select 1 from "saga_outbox" where "saga_id" = ? for update', [sagaId()], 'all', trx);
+        };
+        const runtime = new SagaRuntime({ em: dispatcherOrm.em, sagas: [scriptedSaga], clock });
+        const dispatcher = dispatcherFor(runtime, { maxAttempts: 1, publish });
+        return { dispatcher, publishes: () => publishes, lift: () => lockerConnection.rollback(trx) };
+      };
+
+      it('a message published while the database refuses markPublished is stamped at the next pass: published once, not charged', async () => {
+        const { clock, start, rows } = await fresh();
+        let sagaId = '';
+        const { dispatcher, publishes, lift } = await publishingIntoAnOutage(clock, () => sagaId);
+        sagaId = (await start([{ op: 'send', message: { type: 'Hello' } }])).sagaId;
+
+        expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 1, published: 1, failed: 0 });
+        await lift();
+        expect(await rows.outbox(sagaId)).toMatchObject([{ outcome: null, attempts: 0 }]);
+        clock.advance(120_000); // well past the lease and the delivery timeout
+        expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 0 });
+        expect(await rows.outbox(sagaId)).toMatchObject([{ outcome: 'published', attempts: 0, lastError: null, lockedUntil: null }]);
+        expect(publishes()).toBe(1);
+      });
+
+      it('stop() writes what the database refused earlier', async () => {
+        const { clock, start, rows } = await fresh();
+        let sagaId = '';
+        const { dispatcher, publishes, lift } = await publishingIntoAnOutage(clock, () => sagaId);
+        sagaId = (await start([{ op: 'send', message: { type: 'Hello' } }])).sagaId;
+
+        expect((await dispatcher.runOnce()).outbox).toMatchObject({ published: 1 });
+        await lift();
+        await dispatcher.stop();
+        expect(await rows.outbox(sagaId)).toMatchObject([{ outcome: 'published', attempts: 0, lastError: null }]);
+        expect(publishes()).toBe(1);
+      });
+    });
+
     describe('error text: stored whatever it holds, logged without the driver’s SQL', () => {
       /** A logger that keeps every line, and the fields passed with it. */
       const recordingLogger = () => {

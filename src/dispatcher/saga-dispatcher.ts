@@ -109,8 +109,19 @@ interface HeldRow extends Claim {
   readonly lastError?: string | null;
 }
 
-/** Most interrupted claims kept for giving back once the database answers again. */
-const MAX_PENDING_RELEASES = 10_000;
+/** Most undelivered outcomes kept for writing once the database answers again. */
+const MAX_PENDING_OUTCOMES = 10_000;
+
+/**
+ * A row's outcome (published, failed, dead-lettered, given back) the database could not take when it was
+ * decided. Written at the next pass, token-checked (so a row taken over meanwhile is left alone); until then
+ * this dispatcher does not claim the row.
+ */
+interface PendingOutcome {
+  readonly table: DispatchTable;
+  readonly claim: Claim;
+  readonly write: () => Promise<unknown>;
+}
 
 /**
  * Fires due timers and relays the outbox. Polls `saga_timer` and `saga_outbox`, claims due rows under a
@@ -135,8 +146,8 @@ export class SagaDispatcher implements AsyncDisposable {
   };
   private readonly pool: DeliveryPool;
   private readonly leases: LeaseKeeper;
-  /** Interrupted claims whose release failed too (database down): given back at the next pass. */
-  private pendingReleases: { table: DispatchTable; claim: Claim }[] = [];
+  /** Outcomes the database could not take (it was down): written at the next pass, or by stop(). */
+  private pendingOutcomes: PendingOutcome[] = [];
   private controller: AbortController | undefined;
   private loop: Promise<void> | undefined;
 
@@ -178,21 +189,23 @@ export class SagaDispatcher implements AsyncDisposable {
 
   /**
    * Stops the loop: deliveries in flight finish, rows claimed but not yet started are released for other
-   * dispatchers, then the promise resolves. It resolves after `stopTimeoutMs` at the latest, even when the
+   * dispatchers, outcomes the database could not take earlier are written once more, then the promise resolves. It resolves after `stopTimeoutMs` at the latest, even when the
    * database stops answering; what is left behind is logged and re-claimed after its lease.
    * Safe to call when not running.
    */
   async stop(): Promise<void> {
     const loop = this.loop;
     this.controller?.abort();
-    if (loop) {
+    if (loop || this.pendingOutcomes.length > 0) {
       const { clock, stopTimeoutMs, logger } = this.options;
       const giveUp = new AbortController();
+      // Outcomes the database could not take are written now if it is back (once, within stopTimeoutMs):
+      // left behind, a started row would be charged as a lost delivery when it is next claimed.
       const finished = await Promise.race([
-        loop.then(
-          () => true,
-          () => true,
-        ),
+        (loop ?? Promise.resolve())
+          .then(() => this.writePendingOutcomes())
+          .catch((error: unknown) => this.reportUnwrittenOutcomes(error))
+          .then(() => true),
         clock.sleep(stopTimeoutMs, giveUp.signal).then(() => false),
       ]);
       giveUp.abort();
@@ -205,6 +218,12 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     this.loop = undefined;
     this.controller = undefined;
+  }
+
+  private reportUnwrittenOutcomes(error: unknown): void {
+    this.options.logger.error(
+      `dispatcher stop(): ${this.pendingOutcomes.length} row outcome(s) could not be written (the database is away); those rows are claimed again after their lease, a started one charged as a lost delivery: ${describe(error)}`,
+    );
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -291,7 +310,7 @@ export class SagaDispatcher implements AsyncDisposable {
       outbox: { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0, interrupted: 0, lost: 0 },
     };
     try {
-      await this.givePendingReleasesBack();
+      await this.writePendingOutcomes();
       result.timers.missed = await this.applyCatchUp(now);
       await this.claimAndFireTimers(now, signal, result.timers);
       // A stopping dispatcher claims no more outbox rows only to release them again.
@@ -339,12 +358,16 @@ export class SagaDispatcher implements AsyncDisposable {
 
   /**
    * What a claim at `now` leaves alone: rows this dispatcher holds (after an outage longer than the lease
-   * they look free, but their delivery is still running here), and rows whose delivery elsewhere started
+   * they look free, but their delivery is still running here) or whose outcome it has yet to write, and rows whose delivery elsewhere started
    * less than `deliveryTimeoutMs` ago (it may still be running: its dispatcher may have lost the database,
    * not its process).
    */
   private claimGuard(table: DispatchTable, now: Date): ClaimGuard {
-    return { exclude: this.leases.heldIds(table), startedBefore: new Date(now.getTime() - this.options.deliveryTimeoutMs) };
+    const pending = this.pendingOutcomes.filter((outcome) => outcome.table === table).map((outcome) => outcome.claim.id);
+    return {
+      exclude: [...this.leases.heldIds(table), ...pending],
+      startedBefore: new Date(now.getTime() - this.options.deliveryTimeoutMs),
+    };
   }
 
   /**
@@ -417,15 +440,13 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     counts.published++;
     this.metrics.add('messagesPublished', envelope.sagaType);
-    try {
-      if ((await markPublished(this.context, row, this.options.clock.now())) === 0) {
-        // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
-        this.options.logger.warn(`outbox message ${envelope.id} was published after its lease ended; it may be published again`);
-      }
-    } catch (error) {
-      this.options.logger.error(
-        `outbox message ${envelope.id} was published but could not be stamped; it will be published again: ${describe(error)}`,
-      );
+    const publishedAt = this.options.clock.now();
+    const stamped = await this.writeOrKeep(DISPATCH_TABLES.outbox, row, () => markPublished(this.context, row, publishedAt));
+    if (stamped === 0) {
+      // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
+      this.options.logger.warn(`outbox message ${envelope.id} was published after its lease ended; it may be published again`);
+    } else if (stamped === undefined) {
+      this.options.logger.error(`outbox message ${envelope.id} was published but could not be stamped yet; it is stamped at the next pass`);
     }
   }
 
@@ -469,31 +490,41 @@ export class SagaDispatcher implements AsyncDisposable {
 
   /** Releases a claim; when the database cannot be reached, remembers it for the next pass. */
   private async giveBack(table: DispatchTable, claim: Claim): Promise<void> {
+    // Without it the lease runs out and the row is re-claimed; a started row would then be charged.
+    await this.writeOrKeep(table, claim, () => releaseClaim(this.context, table, { id: claim.id, token: claim.token }));
+  }
+
+  /**
+   * Writes a row's outcome; when the database cannot take it, keeps it for the next pass (and stop()).
+   * @returns the statement's result, or undefined when it was kept.
+   */
+  private async writeOrKeep<T>(table: DispatchTable, claim: Claim, write: () => Promise<T>): Promise<T | undefined> {
     try {
-      await releaseClaim(this.context, table, claim);
+      return await write();
     } catch {
-      // Without it the lease runs out and the row is re-claimed; a started row would then be charged.
-      this.pendingReleases.push({ table, claim: { id: claim.id, token: claim.token } });
-      if (this.pendingReleases.length > MAX_PENDING_RELEASES) this.pendingReleases.shift();
+      this.pendingOutcomes.push({ table, claim: { id: claim.id, token: claim.token }, write });
+      if (this.pendingOutcomes.length > MAX_PENDING_OUTCOMES) this.pendingOutcomes.shift();
+      return undefined;
     }
   }
 
-  private async givePendingReleasesBack(): Promise<void> {
-    const pending = this.pendingReleases;
-    this.pendingReleases = [];
-    for (const [index, { table, claim }] of pending.entries()) {
+  /** Writes the kept outcomes, oldest first; stops at the first the database still refuses (and rethrows). */
+  private async writePendingOutcomes(): Promise<void> {
+    const pending = this.pendingOutcomes;
+    this.pendingOutcomes = [];
+    for (const [index, outcome] of pending.entries()) {
       try {
-        await releaseClaim(this.context, table, claim);
+        await outcome.write();
       } catch (error) {
-        this.pendingReleases.push(...pending.slice(index));
+        this.pendingOutcomes.push(...pending.slice(index));
         throw error;
       }
     }
   }
 
   /**
-   * Counts a failed delivery: backs the row off, or dead-letters it on its last allowed attempt. A failure
-   * to record (database down) is logged; the row's lease then runs out and it is claimed again.
+   * Counts a failed delivery: backs the row off, or dead-letters it on its last allowed attempt. When the
+   * database cannot take it, the record is kept and written at the next pass.
    */
   private async recordFailure(table: DispatchTable, row: HeldRow, error: unknown, what: string, counts: Counts): Promise<void> {
     const { clock, maxAttempts, backoff, logger } = this.options;
@@ -501,21 +532,20 @@ export class SagaDispatcher implements AsyncDisposable {
     const message = storableText(describe(error), ERROR_TEXT_LIMIT);
     const now = clock.now();
     const counters = FAILURE_COUNTERS[table];
-    try {
-      if (attempts >= maxAttempts) {
-        const reason = storableText(`failed ${attempts} time(s), the last with: ${message}`, ERROR_TEXT_LIMIT);
-        await deadLetter(this.context, table, { claim: row, error: message, reason, now, countsAnAttempt: true });
-        logger.error(`${what} dead-lettered after ${attempts} failed attempt(s): ${message}`);
-        counts.deadLettered++;
-        this.metrics.add(counters.deadLettered, row.sagaType);
-        return;
-      }
-      const retryAt = new Date(now.getTime() + retryDelayMs(attempts, backoff));
-      await recordFailure(this.context, table, { claim: row, error: message, retryAt });
-      logger.warn(`${what} failed (attempt ${attempts} of ${maxAttempts}); retrying at ${retryAt.toISOString()}: ${message}`);
-    } catch (recordError) {
-      logger.error(`${what} failed and the failure could not be recorded; it is retried after its lease: ${describe(recordError)}`);
+    const kept = `${what} failed (attempt ${attempts} of ${maxAttempts}) and the database could not record it yet; it is recorded at the next pass: ${message}`;
+    if (attempts >= maxAttempts) {
+      const reason = storableText(`failed ${attempts} time(s), the last with: ${message}`, ERROR_TEXT_LIMIT);
+      const record = { claim: row, error: message, reason, now, countsAnAttempt: true };
+      if ((await this.writeOrKeep(table, row, () => deadLetter(this.context, table, record))) === undefined) logger.error(kept);
+      else logger.error(`${what} dead-lettered after ${attempts} failed attempt(s): ${message}`);
+      counts.deadLettered++;
+      this.metrics.add(counters.deadLettered, row.sagaType);
+      return;
     }
+    const retryAt = new Date(now.getTime() + retryDelayMs(attempts, backoff));
+    const failure = { claim: row, error: message, retryAt };
+    if ((await this.writeOrKeep(table, row, () => recordFailure(this.context, table, failure))) === undefined) logger.error(kept);
+    else logger.warn(`${what} failed (attempt ${attempts} of ${maxAttempts}); retrying at ${retryAt.toISOString()}: ${message}`);
     counts.failed++;
     this.metrics.add(counters.failed, row.sagaType);
   }
