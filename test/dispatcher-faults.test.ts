@@ -19,6 +19,7 @@ import {
   SagaTimer,
   silentLogger,
 } from '../src/index.js';
+import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-statements.js';
 import { FakeClock } from '../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
 import { DIALECTS, type TestDatabase } from './support/databases.js';
@@ -252,6 +253,44 @@ for (const dialect of DIALECTS) {
     });
 
     describe('point 4: a slow or hung delivery does not stall the rest', () => {
+      it('a suspect (LeaseExpired) row waiting to run alone behind a hung delivery does not stop other claims', async () => {
+        const { clock, start, rows } = await fresh();
+        const gate = deferred();
+        const entered = deferred();
+        const step = scriptedSagaWithTick(async (saga, message) => {
+          if (message.label === 'hang') {
+            entered.resolve();
+            await gate.promise;
+          }
+          saga.log += `tick:${message.label};`;
+        });
+        const dispatcher = dispatcherFor(new SagaRuntime({ em: db().orm.em, sagas: [step], clock }), {
+          clock,
+          concurrency: 5,
+          pollIntervalMs: 1_000,
+          deliveryTimeoutMs: 60_000,
+        });
+        await start([{ op: 'schedule', name: 'x', after: 0, message: { type: 'Tick', label: 'hang' } }]);
+        const suspect = await start([{ op: 'schedule', name: 'suspect', after: 1 }]);
+        // Delivered beside a poison that killed its process once: charged, and now delivered alone.
+        await db().orm.em.fork().nativeUpdate(SagaTimer, { sagaId: suspect.sagaId }, { attempts: 1, lastError: LEASE_EXPIRED_ERROR });
+        const later = await start([{ op: 'schedule', name: 'later', after: 5_000 }]);
+        clock.advance(2);
+        const firedLater = new Promise<void>((resolve) => dispatcher.on('pass', (pass) => pass.timers.fired > 0 && resolve()));
+        dispatcher.start();
+        await entered.promise;
+
+        clock.advance(5_000); // 'later' is due, a poll interval passed: the loop overtakes the hung pass
+        await firedLater;
+        expect((await rows.timers({ sagaId: later.sagaId }))[0]).toMatchObject({ outcome: 'fired', attempts: 0 });
+        expect((await rows.timers({ sagaId: suspect.sagaId }))[0]).toMatchObject({ outcome: null });
+        const suspectFired = new Promise<void>((resolve) => dispatcher.on('pass', (pass) => pass.timers.fired >= 2 && resolve()));
+        gate.resolve();
+        await suspectFired;
+        expect((await rows.timers({ sagaId: suspect.sagaId }))[0]).toMatchObject({ outcome: 'fired', attempts: 1 });
+        await dispatcher.stop();
+      });
+
       it('while one delivery hangs, timers that come due later are claimed and fired, with at most `concurrency` in flight', async () => {
         const { clock, start, rows } = await fresh();
         const gate = deferred();
