@@ -382,7 +382,7 @@ for (const dialect of DIALECTS) {
             if (failures++ === 0) throw new SagaPersistenceError(code, 'the database went away under the delivery');
             return deliver(timer);
           };
-          const dispatcher = dispatcherFor(runtime, { maxAttempts: 1 });
+          const dispatcher = dispatcherFor(runtime, { maxAttempts: 2 });
           const { key, sagaId } = await start([{ op: 'schedule', name: 'victim', after: 0 }]);
 
           expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, failed: 0, deadLettered: 0, interrupted: 1 });
@@ -407,7 +407,7 @@ for (const dialect of DIALECTS) {
             saga.log += `tick:${message.label};`;
           });
           const runtime = new SagaRuntime({ em: dispatcherOrm.em, sagas: [arming], clock, concurrency: { maxAttempts: 1 } });
-          const dispatcher = dispatcherFor(runtime, { maxAttempts: 1 });
+          const dispatcher = dispatcherFor(runtime, { maxAttempts: 2 });
           const { key, sagaId } = await start([{ op: 'schedule', name: 'victim', after: 0 }]);
 
           const pass = await dispatcher.runOnce();
@@ -441,7 +441,7 @@ for (const dialect of DIALECTS) {
           else await lockerConnection.execute('select 1 from "saga_outbox" where "saga_id" = ? for update', [sagaId()], 'all', trx);
         };
         const runtime = new SagaRuntime({ em: dispatcherOrm.em, sagas: [scriptedSaga], clock });
-        const dispatcher = dispatcherFor(runtime, { maxAttempts: 1, publish });
+        const dispatcher = dispatcherFor(runtime, { maxAttempts: 2, publish });
         return { dispatcher, publishes: () => publishes, lift: () => lockerConnection.rollback(trx) };
       };
 

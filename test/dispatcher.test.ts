@@ -277,7 +277,7 @@ for (const dialect of DIALECTS) {
           runtime: new SagaRuntime({ em: db().orm.em, sagas: [slow], clock }),
           clock,
           logger: silentLogger,
-          maxAttempts: 1,
+          maxAttempts: 2,
           leaseMs: 30_000,
           deliveryTimeoutMs: 60_000,
         });
@@ -315,15 +315,23 @@ for (const dialect of DIALECTS) {
         expect((await rows.timers({ sagaId }))[0]).toMatchObject({ outcome: 'fired', attempts: 0 });
       });
 
+      it('maxAttempts below 2 is refused: a row delivered beside a process-killing one would be dead-lettered undelivered', () => {
+        const { runtime } = setup();
+        expect(() => new SagaDispatcher({ runtime, maxAttempts: 1 })).toThrow(
+          expect.objectContaining({ code: 'OPTION_INVALID', message: expect.stringMatching(/maxAttempts must be at least 2/) }),
+        );
+      });
+
       it('a timer whose saga type is no longer registered fails and is dead-lettered with the reason', async () => {
-        const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 1 });
+        const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 2 });
         await quiet(dispatcher);
         const { sagaId } = await start(runtime, [{ op: 'schedule', name: 't', after: 0 }]);
         await db().orm.em.fork().nativeUpdate(SagaTimer, { sagaId }, { sagaType: 'renamed' });
+        expect((await dispatcher.runOnce()).timers).toMatchObject({ failed: 1 });
+        clock.advance(3_600_000);
         expect((await dispatcher.runOnce()).timers).toMatchObject({ deadLettered: 1 });
         const [row] = await rows.timers({ sagaId });
         expect(row?.deadLetterReason).toMatch(/Saga 'renamed' is not registered/);
-        void clock;
       });
     });
 
