@@ -14,15 +14,18 @@ import {
   SagaDispatcher,
   type SagaDispatcherOptions,
   SagaOutbox,
+  SagaPersistenceError,
   SagaRuntime,
   SagaTimer,
   silentLogger,
 } from '../src/index.js';
+import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-statements.js';
 import { FakeClock } from '../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
 import { DIALECTS, type TestDatabase } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
+import { CommitDroppingProxy } from './support/tcp-proxy.js';
 
 /** The next time `dispatcher` reports `event`. */
 function next<K extends keyof DispatcherEvents>(dispatcher: SagaDispatcher, event: K): Promise<Parameters<DispatcherEvents[K]>> {
@@ -250,6 +253,44 @@ for (const dialect of DIALECTS) {
     });
 
     describe('point 4: a slow or hung delivery does not stall the rest', () => {
+      it('a suspect (LeaseExpired) row waiting to run alone behind a hung delivery does not stop other claims', async () => {
+        const { clock, start, rows } = await fresh();
+        const gate = deferred();
+        const entered = deferred();
+        const step = scriptedSagaWithTick(async (saga, message) => {
+          if (message.label === 'hang') {
+            entered.resolve();
+            await gate.promise;
+          }
+          saga.log += `tick:${message.label};`;
+        });
+        const dispatcher = dispatcherFor(new SagaRuntime({ em: db().orm.em, sagas: [step], clock }), {
+          clock,
+          concurrency: 5,
+          pollIntervalMs: 1_000,
+          deliveryTimeoutMs: 60_000,
+        });
+        await start([{ op: 'schedule', name: 'x', after: 0, message: { type: 'Tick', label: 'hang' } }]);
+        const suspect = await start([{ op: 'schedule', name: 'suspect', after: 1 }]);
+        // Delivered beside a poison that killed its process once: charged, and now delivered alone.
+        await db().orm.em.fork().nativeUpdate(SagaTimer, { sagaId: suspect.sagaId }, { attempts: 1, lastError: LEASE_EXPIRED_ERROR });
+        const later = await start([{ op: 'schedule', name: 'later', after: 5_000 }]);
+        clock.advance(2);
+        const firedLater = new Promise<void>((resolve) => dispatcher.on('pass', (pass) => pass.timers.fired > 0 && resolve()));
+        dispatcher.start();
+        await entered.promise;
+
+        clock.advance(5_000); // 'later' is due, a poll interval passed: the loop overtakes the hung pass
+        await firedLater;
+        expect((await rows.timers({ sagaId: later.sagaId }))[0]).toMatchObject({ outcome: 'fired', attempts: 0 });
+        expect((await rows.timers({ sagaId: suspect.sagaId }))[0]).toMatchObject({ outcome: null });
+        const suspectFired = new Promise<void>((resolve) => dispatcher.on('pass', (pass) => pass.timers.fired >= 2 && resolve()));
+        gate.resolve();
+        await suspectFired;
+        expect((await rows.timers({ sagaId: suspect.sagaId }))[0]).toMatchObject({ outcome: 'fired', attempts: 1 });
+        await dispatcher.stop();
+      });
+
       it('while one delivery hangs, timers that come due later are claimed and fired, with at most `concurrency` in flight', async () => {
         const { clock, start, rows } = await fresh();
         const gate = deferred();
@@ -329,6 +370,167 @@ for (const dialect of DIALECTS) {
         expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 1, failed: 0 });
         expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:victim;' });
         expect((await rows.timers({ sagaId }))[0]).toMatchObject({ outcome: 'fired', attempts: 0, lastError: null });
+      });
+      for (const code of ['DATABASE_UNREACHABLE', 'COMMIT_OUTCOME_UNKNOWN'] as const)
+        it(`a delivery the runtime fails with ${code} is given back uncharged and fires later`, async () => {
+          const { clock, start, rows } = await fresh();
+          const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
+          const deliver = runtime.deliverTimer.bind(runtime);
+          let failures = 0;
+          // The runtime's verdict as it raises it when the database is away (the driver error is not the point).
+          runtime.deliverTimer = async (timer) => {
+            if (failures++ === 0) throw new SagaPersistenceError(code, 'the database went away under the delivery');
+            return deliver(timer);
+          };
+          const dispatcher = dispatcherFor(runtime, { maxAttempts: 2 });
+          const { key, sagaId } = await start([{ op: 'schedule', name: 'victim', after: 0 }]);
+
+          expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, failed: 0, deadLettered: 0, interrupted: 1 });
+          expect(await rows.pendingTimers(sagaId)).toMatchObject([{ name: 'victim', attempts: 0, lastError: null }]);
+          expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 1, failed: 0 });
+          expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:victim;' });
+        });
+
+      if (dialect === 'postgresql')
+        it('a connection lost at the delivery’s BEGIN (knex: "Transaction query already complete") is given back uncharged', async () => {
+          const { clock, start, rows } = await fresh();
+          const url = new URL(db().config.clientUrl as string);
+          const proxy = new CommitDroppingProxy(url.hostname, Number(url.port || 5432));
+          url.hostname = '127.0.0.1';
+          url.port = String(await proxy.listen());
+          cleanups.push(() => proxy.close());
+          const dispatcherOrm = await anotherOrm({ clientUrl: url.toString() });
+          let ticks = 0;
+          // The step runs before the unit of work begins its transaction: the next BEGIN on the wire is that one.
+          const arming = scriptedSagaWithTick(async (saga, message) => {
+            if (ticks++ === 0) proxy.arm('drop-at-begin');
+            saga.log += `tick:${message.label};`;
+          });
+          const runtime = new SagaRuntime({ em: dispatcherOrm.em, sagas: [arming], clock, concurrency: { maxAttempts: 1 } });
+          const dispatcher = dispatcherFor(runtime, { maxAttempts: 2 });
+          const { key, sagaId } = await start([{ op: 'schedule', name: 'victim', after: 0 }]);
+
+          const pass = await dispatcher.runOnce();
+          await proxy.faulted;
+          expect(pass.timers).toMatchObject({ claimed: 1, fired: 0, failed: 0, deadLettered: 0, interrupted: 1 });
+          expect(await rows.pendingTimers(sagaId)).toMatchObject([{ name: 'victim', attempts: 0, lastError: null }]);
+          expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 1, failed: 0 });
+          expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:victim;' });
+        });
+    });
+
+    describe('outcomes the database could not take are written later, not charged as a crash', () => {
+      /**
+       * A dispatcher whose publisher succeeds while the database refuses the next write (the outbox row is
+       * locked: SQLITE_BUSY after a 20 ms busy timeout, PostgreSQL's lock_timeout of 50 ms), and what lifts it.
+       */
+      const publishingIntoAnOutage = async (clock: FakeClock, sagaId: () => string) => {
+        const dispatcherOrm = await anotherOrm(
+          dialect === 'postgresql' ? { driverOptions: { connection: { options: '-c lock_timeout=50' } } } : {},
+        );
+        if (dialect === 'sqlite') await dispatcherOrm.em.getConnection().execute('pragma busy_timeout = 20');
+        const locker = await anotherOrm();
+        const lockerConnection = locker.em.getConnection();
+        const trx = await lockerConnection.begin();
+        let publishes = 0;
+        const publish = async () => {
+          publishes++;
+          if (publishes > 1) return;
+          // The broker took the message; now the database refuses the dispatcher's writes.
+          if (dialect === 'sqlite') await lockerConnection.execute('update "saga_outbox" set "attempts" = "attempts"', [], 'run', trx);
+          else await lockerConnection.execute('select 1 from "saga_outbox" where "saga_id" = ? for update', [sagaId()], 'all', trx);
+        };
+        const runtime = new SagaRuntime({ em: dispatcherOrm.em, sagas: [scriptedSaga], clock });
+        const dispatcher = dispatcherFor(runtime, { maxAttempts: 2, publish });
+        return { dispatcher, publishes: () => publishes, lift: () => lockerConnection.rollback(trx) };
+      };
+
+      it('a message published while the database refuses markPublished is stamped at the next pass: published once, not charged', async () => {
+        const { clock, start, rows } = await fresh();
+        let sagaId = '';
+        const { dispatcher, publishes, lift } = await publishingIntoAnOutage(clock, () => sagaId);
+        sagaId = (await start([{ op: 'send', message: { type: 'Hello' } }])).sagaId;
+
+        expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 1, published: 1, failed: 0 });
+        await lift();
+        expect(await rows.outbox(sagaId)).toMatchObject([{ outcome: null, attempts: 0 }]);
+        clock.advance(120_000); // well past the lease and the delivery timeout
+        expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 0 });
+        expect(await rows.outbox(sagaId)).toMatchObject([{ outcome: 'published', attempts: 0, lastError: null, lockedUntil: null }]);
+        expect(publishes()).toBe(1);
+      });
+
+      it('stop() writes what the database refused earlier', async () => {
+        const { clock, start, rows } = await fresh();
+        let sagaId = '';
+        const { dispatcher, publishes, lift } = await publishingIntoAnOutage(clock, () => sagaId);
+        sagaId = (await start([{ op: 'send', message: { type: 'Hello' } }])).sagaId;
+
+        expect((await dispatcher.runOnce()).outbox).toMatchObject({ published: 1 });
+        await lift();
+        await dispatcher.stop();
+        expect(await rows.outbox(sagaId)).toMatchObject([{ outcome: 'published', attempts: 0, lastError: null }]);
+        expect(publishes()).toBe(1);
+      });
+    });
+
+    describe('error text: stored whatever it holds, logged without the driver’s SQL', () => {
+      /** A logger that keeps every line, and the fields passed with it. */
+      const recordingLogger = () => {
+        const lines: string[] = [];
+        const keep = (message: string, fields?: Record<string, unknown>) =>
+          void lines.push(message, ...(fields ? [String(Object.keys(fields))] : []));
+        return { lines, logger: { debug: keep, info: keep, warn: keep, error: keep } };
+      };
+
+      it('a step error carrying U+0000 and a lone surrogate is charged, then dead-lettered with that error, not a false LeaseExpired', async () => {
+        const { clock, start, rows } = await fresh();
+        const poison = scriptedSagaWithTick(async () => {
+          throw new Error('cannot parse field: got \u0000 at offset 3, cut emoji \ud83d');
+        });
+        const { lines, logger } = recordingLogger();
+        const dispatcher = dispatcherFor(new SagaRuntime({ em: db().orm.em, sagas: [poison], clock }), { maxAttempts: 2, logger });
+        const { sagaId } = await start([{ op: 'schedule', name: 'poison', after: 0 }]);
+
+        expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, failed: 1, deadLettered: 0 });
+        const expected = 'Error: cannot parse field: got \ufffd at offset 3, cut emoji \ufffd';
+        expect(await rows.pendingTimers(sagaId)).toMatchObject([{ attempts: 1, lastError: expected, lockedUntil: null }]);
+        clock.advance(3_600_000);
+        expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, failed: 0, deadLettered: 1 });
+        expect((await rows.timers({ sagaId }))[0]).toMatchObject({
+          outcome: 'dead_lettered',
+          attempts: 2,
+          lastError: expected,
+          deadLetterReason: `failed 2 time(s), the last with: ${expected}`,
+        });
+        const logged = lines.join('\n');
+        expect(logged).not.toContain('could not be recorded');
+        expect(logged).not.toContain('\u0000');
+      });
+
+      it('a publisher failing on a MikroORM query: neither last_error nor the log quotes the SQL or its parameters', async () => {
+        const { clock, start, rows } = await fresh();
+        const brokerOrm = await anotherOrm();
+        const { lines, logger } = recordingLogger();
+        // A broker table written through MikroORM: the driver error it raises quotes the statement and its values.
+        const broker = brokerOrm.em as unknown as { execute(sql: string, params: unknown[]): Promise<unknown> };
+        const publish = async () =>
+          void (await broker.execute('select * from "no_such_broker_table" where "secret" = ?', ['secret-value']));
+        const dispatcher = dispatcherFor(new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock }), {
+          maxAttempts: 3,
+          logger,
+          publish,
+        });
+        const { sagaId } = await start([{ op: 'send', message: { type: 'Relayed' } }]);
+
+        expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 1, failed: 1, published: 0 });
+        const [row] = await rows.outbox(sagaId);
+        expect(row).toMatchObject({
+          attempts: 1,
+          lastError: `TableNotFoundException (${dialect === 'sqlite' ? 'SQLITE_ERROR' : '42P01'})`,
+        });
+        expect(lines.some((line) => line.includes('failed (attempt 1 of 3)'))).toBe(true);
+        expect(lines.join('\n')).not.toMatch(/secret|no_such_broker_table|select/i);
       });
     });
 

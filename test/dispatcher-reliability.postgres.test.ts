@@ -41,7 +41,7 @@ describe('dispatcher reliability (postgresql)', () => {
     // Three processes and 5,000 units of work on a shared 2-core machine: 80-90 s there, under load.
   }, 240_000);
 
-  it('a dispatcher killed with SIGKILL between claim and commit loses nothing: another fires its timers once after the lease', async () => {
+  it('a dispatcher killed with SIGKILL between claim and commit loses nothing: another fires its timers once after the lease and delivery timeout', async () => {
     const orm = db().orm;
     const seeding = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock: new FakeClock(new Date(Date.now() - 3_600_000)) });
     await orm.em.fork().nativeDelete(SagaTimer, {});
@@ -65,8 +65,9 @@ describe('dispatcher reliability (postgresql)', () => {
     expect(leased).toHaveLength(20);
     expect(leased.every((t) => t.lockedUntil !== null)).toBe(true);
 
-    // Another dispatcher, once the lease (30 s) has passed by its clock.
-    const clock = new FakeClock(new Date(Date.now() + 31_000));
+    // Another dispatcher, once the lease (30 s) and, for the started deliveries, the delivery timeout (60 s)
+    // have passed by its clock: until then they might still be running.
+    const clock = new FakeClock(new Date(Date.now() + 61_000));
     const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock });
     const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger });
     const report = await drainDueTimers(dispatcher);

@@ -219,7 +219,8 @@ for (const dialect of DIALECTS) {
       });
 
       it('a timer whose started deliveries keep dying with their dispatcher is dead-lettered, not retried forever', async () => {
-        const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 3, leaseMs: 30_000 });
+        // deliveryTimeoutMs = leaseMs: a started delivery is taken over once both its lease and its time are up.
+        const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 3, leaseMs: 30_000, deliveryTimeoutMs: 30_000 });
         await quiet(dispatcher);
         const { key, sagaId } = await start(runtime, [
           { op: 'schedule', name: 'killer', after: 0, message: tick('killer', [{ op: 'inc' }]) },
@@ -241,6 +242,62 @@ for (const dialect of DIALECTS) {
         expect(await rows.saga(key)).toMatchObject({ counter: 0, version: 0 });
       });
 
+      it('a started delivery whose lease ran out is neither taken over nor charged until deliveryTimeoutMs after its start', async () => {
+        // Its dispatcher may have lost the database for longer than the lease while the step still runs.
+        const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 3, leaseMs: 30_000, deliveryTimeoutMs: 120_000 });
+        await quiet(dispatcher);
+        const { key, sagaId } = await start(runtime, [{ op: 'schedule', name: 'slow', after: 0, message: tick('slow', [{ op: 'inc' }]) }]);
+        const [claim] = await claimTimers(runtime, clock.now(), new Date(clock.now().getTime() + 30_000));
+        expect(await markDeliveryStarted(runtime.context, DISPATCH_TABLES.timer, claim!, clock.now())).toBe(1);
+
+        clock.advance(31_000);
+        expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 0 });
+        expect(await rows.pendingTimers(sagaId)).toMatchObject([{ attempts: 0, lastError: null }]);
+        clock.advance(89_000);
+        // 120 s after its start the delivery cannot be running any more (it would have timed out): charged.
+        expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 1 });
+        expect((await rows.timers({ sagaId }))[0]).toMatchObject({
+          outcome: 'fired',
+          attempts: 1,
+          lastError: expect.stringMatching(/^LeaseExpired/),
+        });
+        expect(await rows.saga(key)).toMatchObject({ counter: 1 });
+      });
+
+      it('a dispatcher never re-claims a row it is still delivering, even when its lease ran out during an outage', async () => {
+        const { runtime, rows, clock } = setup();
+        const gate = deferred();
+        const entered = deferred();
+        const slow = scriptedSagaWithTick(async (saga, message) => {
+          entered.resolve();
+          await gate.promise;
+          saga.log += `tick:${message.label};`;
+        });
+        const own = new SagaDispatcher({
+          runtime: new SagaRuntime({ em: db().orm.em, sagas: [slow], clock }),
+          clock,
+          logger: silentLogger,
+          maxAttempts: 2,
+          leaseMs: 30_000,
+          deliveryTimeoutMs: 60_000,
+        });
+        dispatchers.push(own);
+        await quiet(own);
+        const { key, sagaId } = await start(runtime, [{ op: 'schedule', name: 'held', after: 0 }]);
+        const passing = own.runOnce();
+        await entered.promise;
+        // As if renewals could not reach the database for longer than the lease, and longer than the delivery
+        // timeout ago by the database's marks: every criterion but "held here" says the row may be taken.
+        const past = new Date(clock.now().getTime() - 61_000);
+        await db().orm.em.fork().nativeUpdate(SagaTimer, { sagaId }, { lockedUntil: past, deliveryStartedAt: past });
+
+        expect((await own.runOnce()).timers).toMatchObject({ claimed: 0 });
+        gate.resolve();
+        expect((await passing).timers).toMatchObject({ claimed: 1, fired: 1, failed: 0 });
+        expect((await rows.timers({ sagaId }))[0]).toMatchObject({ outcome: 'fired', attempts: 0, lastError: null });
+        expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:held;' });
+      });
+
       it('a claim whose dispatcher died before the delivery started is taken over without charging an attempt', async () => {
         const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 2, leaseMs: 30_000 });
         await quiet(dispatcher);
@@ -258,15 +315,23 @@ for (const dialect of DIALECTS) {
         expect((await rows.timers({ sagaId }))[0]).toMatchObject({ outcome: 'fired', attempts: 0 });
       });
 
+      it('maxAttempts below 2 is refused: a row delivered beside a process-killing one would be dead-lettered undelivered', () => {
+        const { runtime } = setup();
+        expect(() => new SagaDispatcher({ runtime, maxAttempts: 1 })).toThrow(
+          expect.objectContaining({ code: 'OPTION_INVALID', message: expect.stringMatching(/maxAttempts must be at least 2/) }),
+        );
+      });
+
       it('a timer whose saga type is no longer registered fails and is dead-lettered with the reason', async () => {
-        const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 1 });
+        const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 2 });
         await quiet(dispatcher);
         const { sagaId } = await start(runtime, [{ op: 'schedule', name: 't', after: 0 }]);
         await db().orm.em.fork().nativeUpdate(SagaTimer, { sagaId }, { sagaType: 'renamed' });
+        expect((await dispatcher.runOnce()).timers).toMatchObject({ failed: 1 });
+        clock.advance(3_600_000);
         expect((await dispatcher.runOnce()).timers).toMatchObject({ deadLettered: 1 });
         const [row] = await rows.timers({ sagaId });
         expect(row?.deadLetterReason).toMatch(/Saga 'renamed' is not registered/);
-        void clock;
       });
     });
 

@@ -1,6 +1,6 @@
 import type { TimerDelivery } from '../saga/saga-runtime.js';
 import type { DatabaseContext } from '../sql/database-context.js';
-import { type Claim, claimDueRows, DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
+import { type Claim, type ClaimGuard, claimDueRows, DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
 import type { OutboxEnvelope } from './outbox-envelope.js';
 
 /** A claimed outbox row: the envelope and the claim token. */
@@ -29,8 +29,14 @@ export interface ClaimedRows<T> {
 }
 
 /** Claims due timers and turns them into deliveries for the runtime. */
-export async function claimDueTimers(db: DatabaseContext, now: Date, leaseUntil: Date, limit: number): Promise<ClaimedRows<TimerDelivery>> {
-  const raw = await claimDueRows(db, DISPATCH_TABLES.timer, now, leaseUntil, limit);
+export async function claimDueTimers(
+  db: DatabaseContext,
+  now: Date,
+  leaseUntil: Date,
+  limit: number,
+  guard?: ClaimGuard,
+): Promise<ClaimedRows<TimerDelivery>> {
+  const raw = await claimDueRows(db, DISPATCH_TABLES.timer, now, leaseUntil, limit, guard);
   return decodeAll(db, DISPATCH_TABLES.timer, raw, (row, read) => ({
     id: String(row.id),
     token: String(row.token),
@@ -52,8 +58,9 @@ export async function claimDueOutboxRows(
   now: Date,
   leaseUntil: Date,
   limit: number,
+  guard?: ClaimGuard,
 ): Promise<ClaimedRows<ClaimedOutboxRow>> {
-  const raw = await claimDueRows(db, DISPATCH_TABLES.outbox, now, leaseUntil, limit);
+  const raw = await claimDueRows(db, DISPATCH_TABLES.outbox, now, leaseUntil, limit, guard);
   return decodeAll(db, DISPATCH_TABLES.outbox, raw, (row, read) => ({
     token: String(row.token),
     lastError: row.lastError == null ? null : String(row.lastError),

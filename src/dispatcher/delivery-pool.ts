@@ -17,11 +17,19 @@ export interface DeliveryTask {
  * Runs deliveries with bounded concurrency, shared by every pass of one dispatcher, so a pass that waits on
  * a slow lane does not stop the next pass from claiming and delivering other rows. At most `concurrency`
  * lanes run at once; a lane runs its tasks in order; an isolated task runs alone.
+ *
+ * An isolated task waits for the lanes running when it was queued. Meanwhile other rows are still claimed
+ * and started (one hung delivery must not stall the dispatcher until it times out); once those earlier
+ * lanes ended, nothing new starts until the isolated task ran, so later lanes cannot starve it.
  */
 export class DeliveryPool {
   private readonly lanes = new Map<string, DeliveryTask[]>();
   private readonly ready: string[] = [];
-  private readonly isolated: DeliveryTask[] = [];
+  /** Isolated tasks, each with the sequence number of the first lane it does not wait for. */
+  private readonly isolated: { task: DeliveryTask; after: number }[] = [];
+  /** Sequence number of each queued or running lane, in queueing order. */
+  private readonly laneSequence = new Map<string, number>();
+  private nextLane = 0;
   private running = 0;
   private exclusive = false;
   private watchers: (() => void)[] = [];
@@ -45,7 +53,15 @@ export class DeliveryPool {
    * behind a busy row of their own saga do not count: a slot would not help them.
    */
   hasRoom(): boolean {
-    return !this.exclusive && this.running < this.concurrency && this.ready.length === 0 && this.isolated.length === 0;
+    return !this.exclusive && this.running < this.concurrency && this.ready.length === 0 && !this.drainingForIsolated();
+  }
+
+  /** Whether an isolated task waits only for lanes queued after it: none of those starts until it ran. */
+  private drainingForIsolated(): boolean {
+    const first = this.isolated[0];
+    if (!first) return false;
+    for (const sequence of this.laneSequence.values()) if (sequence < first.after) return false;
+    return true;
   }
 
   /** Resolves once {@link hasRoom} holds, or `signal` aborts. */
@@ -79,13 +95,14 @@ export class DeliveryPool {
             },
           };
           if (task.isolated) {
-            this.isolated.push(tracked);
+            this.isolated.push({ task: tracked, after: this.nextLane });
             return;
           }
           const lane = this.lanes.get(task.lane);
           if (lane) lane.push(tracked);
           else {
             this.lanes.set(task.lane, [tracked]);
+            this.laneSequence.set(task.lane, this.nextLane++);
             this.ready.push(task.lane);
           }
         }),
@@ -95,13 +112,13 @@ export class DeliveryPool {
   }
 
   private pump(): void {
-    while (!this.exclusive && this.running < this.concurrency && this.ready.length > 0) {
+    while (!this.exclusive && this.running < this.concurrency && this.ready.length > 0 && !this.drainingForIsolated()) {
       const lane = this.ready.shift()!;
       this.running++;
       void this.runLane(lane);
     }
-    if (!this.exclusive && this.running === 0 && this.ready.length === 0 && this.isolated.length > 0) {
-      const task = this.isolated.shift()!;
+    if (!this.exclusive && this.running === 0 && this.isolated.length > 0) {
+      const { task } = this.isolated.shift()!;
       this.exclusive = true;
       this.running++;
       void this.execute(task).then(() => {
@@ -118,6 +135,7 @@ export class DeliveryPool {
     for (let task = queue.shift(); task; task = queue.shift()) await this.execute(task);
     // No await between the empty shift() and this delete: a task submitted meanwhile would be lost.
     this.lanes.delete(key);
+    this.laneSequence.delete(key);
     this.running--;
     this.pump();
   }

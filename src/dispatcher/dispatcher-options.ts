@@ -56,7 +56,11 @@ export interface SagaDispatcherOptions {
   readonly pollIntervalMs?: number;
   /** Rows claimed per table per pass. Default 100. */
   readonly batchSize?: number;
-  /** Failed deliveries a row may collect; the last one dead-letters it. Default 10. */
+  /**
+   * Failed deliveries a row may collect; the last one dead-letters it. At least 2: a row delivered beside
+   * a delivery that killed the process is charged once for that lost delivery before it runs alone, so
+   * with 1 a healthy row would be dead-lettered undelivered. Default 10.
+   */
   readonly maxAttempts?: number;
   /**
    * Lease of a claim, ms: exclusive ownership; a crashed dispatcher's rows are taken over after it. While a
@@ -144,7 +148,7 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
     clock: options.clock ?? options.runtime.options.clock,
     pollIntervalMs: positive('pollIntervalMs', options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS),
     batchSize: positive('batchSize', options.batchSize ?? DEFAULT_BATCH_SIZE, true),
-    maxAttempts: positive('maxAttempts', options.maxAttempts ?? DEFAULT_DISPATCH_MAX_ATTEMPTS, true),
+    maxAttempts: atLeastTwo(positive('maxAttempts', options.maxAttempts ?? DEFAULT_DISPATCH_MAX_ATTEMPTS, true), fail),
     leaseMs: positive('leaseMs', options.leaseMs ?? DEFAULT_LEASE_MS),
     backoff: {
       baseMs: positive('backoff.baseMs', options.backoff?.baseMs ?? DEFAULT_BACKOFF_BASE_MS),
@@ -170,4 +174,18 @@ export function retryDelayMs(attempts: number, backoff: ResolvedDispatcherOption
   // Equal jitter: never less than half the ceiling, so a failing row always leaves the head of the due
   // queue, while competing retries still spread out.
   return backoff.jitter ? ceiling / 2 + random() * (ceiling / 2) : ceiling;
+}
+
+/**
+ * `maxAttempts` below 2 is refused: a lost lease is charged to every row whose delivery had started when the
+ * process died (the poison and the rows delivered beside it); the next delivery of each runs alone, so only
+ * the poison is charged again. With one attempt the first, shared charge would dead-letter healthy rows.
+ */
+function atLeastTwo(maxAttempts: number, fail: (message: string) => never): number {
+  if (maxAttempts < 2) {
+    fail(
+      `maxAttempts must be at least 2; got ${maxAttempts}. A row delivered beside one that killed the process is charged once for the lost delivery before it runs alone; with 1 it would be dead-lettered undelivered.`,
+    );
+  }
+  return maxAttempts;
 }

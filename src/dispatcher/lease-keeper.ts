@@ -2,6 +2,7 @@ import type { DatabaseContext } from '../sql/database-context.js';
 import { type Claim, DISPATCH_TABLES, type DispatchTable, renewLeases } from '../sql/dispatch-statements.js';
 import type { SagaLogger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
+import { describeError } from './describe-error.js';
 
 /** What one lease renewal did. */
 export interface LeaseRenewal {
@@ -28,7 +29,9 @@ export interface LeaseKeeperOptions {
  * database could not be reached) and is reported lost, so its row is not delivered or published again.
  */
 export class LeaseKeeper {
-  private readonly held: Record<DispatchTable, Map<string, string>> = { saga_timer: new Map(), saga_outbox: new Map() };
+  // Keyed by claim (id and token), not id: a row claimed again under a new token is another claim, and ending
+  // one must not end the renewal of the other.
+  private readonly held: Record<DispatchTable, Map<string, Claim>> = { saga_timer: new Map(), saga_outbox: new Map() };
   private readonly lost: Record<DispatchTable, Set<string>> = { saga_timer: new Set(), saga_outbox: new Set() };
   private stopper: AbortController | undefined;
 
@@ -39,7 +42,7 @@ export class LeaseKeeper {
 
   /** Starts keeping the leases of `claims`. */
   hold(table: DispatchTable, claims: readonly Claim[]): void {
-    for (const claim of claims) this.held[table].set(claim.id, claim.token);
+    for (const claim of claims) this.held[table].set(claimKey(claim), { id: claim.id, token: claim.token });
     if (claims.length > 0 && !this.stopper) {
       const stopper = new AbortController();
       this.stopper = stopper;
@@ -47,16 +50,21 @@ export class LeaseKeeper {
     }
   }
 
-  /** Stops keeping a row's lease: its delivery ended (or it was given back). */
-  let(table: DispatchTable, id: string): void {
-    this.held[table].delete(id);
-    this.lost[table].delete(id);
+  /** Stops keeping a claim's lease: its delivery ended (or it was given back). */
+  let(table: DispatchTable, claim: Claim): void {
+    this.held[table].delete(claimKey(claim));
+    this.lost[table].delete(claimKey(claim));
     if (this.held.saga_timer.size + this.held.saga_outbox.size === 0) this.stop();
   }
 
   /** Whether a renewal found the row taken over since it was claimed. */
-  isLost(table: DispatchTable, id: string): boolean {
-    return this.lost[table].has(id);
+  isLost(table: DispatchTable, claim: Claim): boolean {
+    return this.lost[table].has(claimKey(claim));
+  }
+
+  /** Ids of the rows held in `table`: a claim of this dispatcher leaves them alone. */
+  heldIds(table: DispatchTable): string[] {
+    return [...this.held[table].values()].map((claim) => claim.id);
   }
 
   /** Ends the renewals (the leases then run out by themselves). */
@@ -82,7 +90,7 @@ export class LeaseKeeper {
   }
 
   private async renew(table: DispatchTable): Promise<LeaseRenewal | undefined> {
-    const claims = [...this.held[table]].map(([id, token]) => ({ id, token }));
+    const claims = [...this.held[table].values()];
     if (claims.length === 0) return undefined;
     const leaseUntil = new Date(this.options.clock.now().getTime() + this.options.leaseMs);
     let kept: Set<string>;
@@ -91,19 +99,23 @@ export class LeaseKeeper {
     } catch (error) {
       // The database is unreachable: the leases may run out; whoever takes a row over then re-claims it,
       // and the tokens keep this dispatcher's late commits from applying twice.
-      this.options.logger.warn(`could not renew the leases of ${claims.length} ${table} row(s): ${(error as Error)?.message ?? error}`);
+      this.options.logger.warn(`could not renew the leases of ${claims.length} ${table} row(s): ${describeError(error)}`);
       return undefined;
     }
     const lost: string[] = [];
     for (const claim of claims) {
       // A row whose delivery ended while the renewal ran is simply no longer held.
-      if (kept.has(claim.id) || this.held[table].get(claim.id) !== claim.token) continue;
-      this.held[table].delete(claim.id);
-      this.lost[table].add(claim.id);
+      if (kept.has(claim.id) || !this.held[table].has(claimKey(claim))) continue;
+      this.held[table].delete(claimKey(claim));
+      this.lost[table].add(claimKey(claim));
       lost.push(claim.id);
     }
     if (lost.length > 0)
       this.options.logger.warn(`${lost.length} ${table} claim(s) were taken over by another dispatcher; they are not delivered here`);
     return { table, renewed: [...kept], lost, leaseUntil };
   }
+}
+
+function claimKey(claim: Claim): string {
+  return `${claim.id}\u0000${claim.token}`;
 }

@@ -4,10 +4,12 @@ import type { TimerDelivery } from '../saga/saga-runtime.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import {
   type Claim,
+  type ClaimGuard,
   DISPATCH_TABLES,
   type DispatchTable,
   deadLetter,
   diedWithItsDispatcher,
+  ERROR_TEXT_LIMIT,
   markDeliveryStarted,
   markPublished,
   missTimersOverdueBefore,
@@ -16,9 +18,10 @@ import {
   releaseClaim,
 } from '../sql/dispatch-statements.js';
 import { type SagaCounterName, SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
-import { truncate } from '../text/truncate.js';
+import { storableText } from '../text/storable-text.js';
 import { type ClaimedOutboxRow, claimDueOutboxRows, claimDueTimers, type UndecodableRow } from './claim-due-rows.js';
 import { DeliveryPool, type DeliveryTask } from './delivery-pool.js';
+import { describeError as describe } from './describe-error.js';
 import { SagaDispatchError } from './dispatch-pass-error.js';
 import {
   CATCH_UP_POLICIES,
@@ -106,8 +109,19 @@ interface HeldRow extends Claim {
   readonly lastError?: string | null;
 }
 
-/** Most interrupted claims kept for giving back once the database answers again. */
-const MAX_PENDING_RELEASES = 10_000;
+/** Most undelivered outcomes kept for writing once the database answers again. */
+const MAX_PENDING_OUTCOMES = 10_000;
+
+/**
+ * A row's outcome (published, failed, dead-lettered, given back) the database could not take when it was
+ * decided. Written at the next pass, token-checked (so a row taken over meanwhile is left alone); until then
+ * this dispatcher does not claim the row.
+ */
+interface PendingOutcome {
+  readonly table: DispatchTable;
+  readonly claim: Claim;
+  readonly write: () => Promise<unknown>;
+}
 
 /**
  * Fires due timers and relays the outbox. Polls `saga_timer` and `saga_outbox`, claims due rows under a
@@ -132,8 +146,8 @@ export class SagaDispatcher implements AsyncDisposable {
   };
   private readonly pool: DeliveryPool;
   private readonly leases: LeaseKeeper;
-  /** Interrupted claims whose release failed too (database down): given back at the next pass. */
-  private pendingReleases: { table: DispatchTable; claim: Claim }[] = [];
+  /** Outcomes the database could not take (it was down): written at the next pass, or by stop(). */
+  private pendingOutcomes: PendingOutcome[] = [];
   private controller: AbortController | undefined;
   private loop: Promise<void> | undefined;
 
@@ -175,21 +189,23 @@ export class SagaDispatcher implements AsyncDisposable {
 
   /**
    * Stops the loop: deliveries in flight finish, rows claimed but not yet started are released for other
-   * dispatchers, then the promise resolves. It resolves after `stopTimeoutMs` at the latest, even when the
+   * dispatchers, outcomes the database could not take earlier are written once more, then the promise resolves. It resolves after `stopTimeoutMs` at the latest, even when the
    * database stops answering; what is left behind is logged and re-claimed after its lease.
    * Safe to call when not running.
    */
   async stop(): Promise<void> {
     const loop = this.loop;
     this.controller?.abort();
-    if (loop) {
+    if (loop || this.pendingOutcomes.length > 0) {
       const { clock, stopTimeoutMs, logger } = this.options;
       const giveUp = new AbortController();
+      // Outcomes the database could not take are written now if it is back (once, within stopTimeoutMs):
+      // left behind, a started row would be charged as a lost delivery when it is next claimed.
       const finished = await Promise.race([
-        loop.then(
-          () => true,
-          () => true,
-        ),
+        (loop ?? Promise.resolve())
+          .then(() => this.writePendingOutcomes())
+          .catch((error: unknown) => this.reportUnwrittenOutcomes(error))
+          .then(() => true),
         clock.sleep(stopTimeoutMs, giveUp.signal).then(() => false),
       ]);
       giveUp.abort();
@@ -202,6 +218,12 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     this.loop = undefined;
     this.controller = undefined;
+  }
+
+  private reportUnwrittenOutcomes(error: unknown): void {
+    this.options.logger.error(
+      `dispatcher stop(): ${this.pendingOutcomes.length} row outcome(s) could not be written (the database is away); those rows are claimed again after their lease, a started one charged as a lost delivery: ${describe(error)}`,
+    );
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -274,7 +296,7 @@ export class SagaDispatcher implements AsyncDisposable {
   private async reportFailedPass(error: unknown, failures: number, signal?: AbortSignal): Promise<void> {
     const { clock, pollIntervalMs, dbRetryMaxMs, logger } = this.options;
     const wait = Math.min(dbRetryMaxMs, pollIntervalMs * 2 ** (failures - 1));
-    logger.error(`dispatcher pass failed (${failures} in a row); retrying in ${wait} ms: ${describe(error)}`, { error });
+    logger.error(`dispatcher pass failed (${failures} in a row); retrying in ${wait} ms: ${describe(error)}`);
     // The wait starts before listeners hear of it, so a listener that moves a fake clock wakes the loop.
     const waiting = signal ? clock.sleep(wait, signal) : Promise.resolve();
     this.emit('passFailed', error, failures);
@@ -288,7 +310,7 @@ export class SagaDispatcher implements AsyncDisposable {
       outbox: { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0, interrupted: 0, lost: 0 },
     };
     try {
-      await this.givePendingReleasesBack();
+      await this.writePendingOutcomes();
       result.timers.missed = await this.applyCatchUp(now);
       await this.claimAndFireTimers(now, signal, result.timers);
       // A stopping dispatcher claims no more outbox rows only to release them again.
@@ -302,7 +324,7 @@ export class SagaDispatcher implements AsyncDisposable {
   private async claimAndFireTimers(now: Date, signal: AbortSignal | undefined, counts: Mutable<DispatchPassResult['timers']>) {
     const table = DISPATCH_TABLES.timer;
     const leaseUntil = new Date(now.getTime() + this.options.leaseMs);
-    const { rows, undecodable } = await claimDueTimers(this.context, now, leaseUntil, this.options.batchSize);
+    const { rows, undecodable } = await claimDueTimers(this.context, now, leaseUntil, this.options.batchSize, this.claimGuard(table, now));
     counts.claimed = rows.length + undecodable.length;
     if (counts.claimed > 0) this.emit('claimed', { table, ids: [...rows, ...undecodable].map((r) => r.id), at: now, leaseUntil });
     await this.retireUndecodable(undecodable, counts);
@@ -314,7 +336,13 @@ export class SagaDispatcher implements AsyncDisposable {
     const table = DISPATCH_TABLES.outbox;
     const at = this.options.clock.now();
     const leaseUntil = new Date(at.getTime() + this.options.leaseMs);
-    const { rows, undecodable } = await claimDueOutboxRows(this.context, at, leaseUntil, this.options.batchSize);
+    const { rows, undecodable } = await claimDueOutboxRows(
+      this.context,
+      at,
+      leaseUntil,
+      this.options.batchSize,
+      this.claimGuard(table, at),
+    );
     counts.claimed = rows.length + undecodable.length;
     if (counts.claimed > 0) {
       this.emit('claimed', { table, ids: [...rows.map((r) => r.envelope.id), ...undecodable.map((r) => r.id)], at, leaseUntil });
@@ -326,6 +354,20 @@ export class SagaDispatcher implements AsyncDisposable {
       held.map((h) => h.claim),
     );
     await this.pool.submit(held.map(({ row, claim }) => this.task(table, claim, signal, counts, () => this.publishOne(row, counts))));
+  }
+
+  /**
+   * What a claim at `now` leaves alone: rows this dispatcher holds (after an outage longer than the lease
+   * they look free, but their delivery is still running here) or whose outcome it has yet to write, and rows whose delivery elsewhere started
+   * less than `deliveryTimeoutMs` ago (it may still be running: its dispatcher may have lost the database,
+   * not its process).
+   */
+  private claimGuard(table: DispatchTable, now: Date): ClaimGuard {
+    const pending = this.pendingOutcomes.filter((outcome) => outcome.table === table).map((outcome) => outcome.claim.id);
+    return {
+      exclude: [...this.leases.heldIds(table), ...pending],
+      startedBefore: new Date(now.getTime() - this.options.deliveryTimeoutMs),
+    };
   }
 
   /**
@@ -348,7 +390,7 @@ export class SagaDispatcher implements AsyncDisposable {
         counts.released++;
         await this.giveBack(table, row);
       },
-      settle: () => this.leases.let(table, row.id),
+      settle: () => this.leases.let(table, row),
     };
   }
 
@@ -398,15 +440,13 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     counts.published++;
     this.metrics.add('messagesPublished', envelope.sagaType);
-    try {
-      if ((await markPublished(this.context, row, this.options.clock.now())) === 0) {
-        // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
-        this.options.logger.warn(`outbox message ${envelope.id} was published after its lease ended; it may be published again`);
-      }
-    } catch (error) {
-      this.options.logger.error(
-        `outbox message ${envelope.id} was published but could not be stamped; it will be published again: ${describe(error)}`,
-      );
+    const publishedAt = this.options.clock.now();
+    const stamped = await this.writeOrKeep(DISPATCH_TABLES.outbox, row, () => markPublished(this.context, row, publishedAt));
+    if (stamped === 0) {
+      // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
+      this.options.logger.warn(`outbox message ${envelope.id} was published after its lease ended; it may be published again`);
+    } else if (stamped === undefined) {
+      this.options.logger.error(`outbox message ${envelope.id} was published but could not be stamped yet; it is stamped at the next pass`);
     }
   }
 
@@ -417,7 +457,7 @@ export class SagaDispatcher implements AsyncDisposable {
    * the database could not mark (interrupted, not charged).
    */
   private async startDelivery(table: DispatchTable, row: HeldRow, what: string, counts: Counts): Promise<boolean> {
-    if (this.leases.isLost(table, row.id)) {
+    if (this.leases.isLost(table, row)) {
       counts.lost++;
       return false;
     }
@@ -450,53 +490,62 @@ export class SagaDispatcher implements AsyncDisposable {
 
   /** Releases a claim; when the database cannot be reached, remembers it for the next pass. */
   private async giveBack(table: DispatchTable, claim: Claim): Promise<void> {
+    // Without it the lease runs out and the row is re-claimed; a started row would then be charged.
+    await this.writeOrKeep(table, claim, () => releaseClaim(this.context, table, { id: claim.id, token: claim.token }));
+  }
+
+  /**
+   * Writes a row's outcome; when the database cannot take it, keeps it for the next pass (and stop()).
+   * @returns the statement's result, or undefined when it was kept.
+   */
+  private async writeOrKeep<T>(table: DispatchTable, claim: Claim, write: () => Promise<T>): Promise<T | undefined> {
     try {
-      await releaseClaim(this.context, table, claim);
+      return await write();
     } catch {
-      // Without it the lease runs out and the row is re-claimed; a started row would then be charged.
-      this.pendingReleases.push({ table, claim: { id: claim.id, token: claim.token } });
-      if (this.pendingReleases.length > MAX_PENDING_RELEASES) this.pendingReleases.shift();
+      this.pendingOutcomes.push({ table, claim: { id: claim.id, token: claim.token }, write });
+      if (this.pendingOutcomes.length > MAX_PENDING_OUTCOMES) this.pendingOutcomes.shift();
+      return undefined;
     }
   }
 
-  private async givePendingReleasesBack(): Promise<void> {
-    const pending = this.pendingReleases;
-    this.pendingReleases = [];
-    for (const [index, { table, claim }] of pending.entries()) {
+  /** Writes the kept outcomes, oldest first; stops at the first the database still refuses (and rethrows). */
+  private async writePendingOutcomes(): Promise<void> {
+    const pending = this.pendingOutcomes;
+    this.pendingOutcomes = [];
+    for (const [index, outcome] of pending.entries()) {
       try {
-        await releaseClaim(this.context, table, claim);
+        await outcome.write();
       } catch (error) {
-        this.pendingReleases.push(...pending.slice(index));
+        this.pendingOutcomes.push(...pending.slice(index));
         throw error;
       }
     }
   }
 
   /**
-   * Counts a failed delivery: backs the row off, or dead-letters it on its last allowed attempt. A failure
-   * to record (database down) is logged; the row's lease then runs out and it is claimed again.
+   * Counts a failed delivery: backs the row off, or dead-letters it on its last allowed attempt. When the
+   * database cannot take it, the record is kept and written at the next pass.
    */
   private async recordFailure(table: DispatchTable, row: HeldRow, error: unknown, what: string, counts: Counts): Promise<void> {
     const { clock, maxAttempts, backoff, logger } = this.options;
     const attempts = row.attempts + 1;
-    const message = truncate(describe(error), 2_000);
+    const message = storableText(describe(error), ERROR_TEXT_LIMIT);
     const now = clock.now();
     const counters = FAILURE_COUNTERS[table];
-    try {
-      if (attempts >= maxAttempts) {
-        const reason = truncate(`failed ${attempts} time(s), the last with: ${message}`, 2_000);
-        await deadLetter(this.context, table, { claim: row, error: message, reason, now, countsAnAttempt: true });
-        logger.error(`${what} dead-lettered after ${attempts} failed attempt(s): ${message}`);
-        counts.deadLettered++;
-        this.metrics.add(counters.deadLettered, row.sagaType);
-        return;
-      }
-      const retryAt = new Date(now.getTime() + retryDelayMs(attempts, backoff));
-      await recordFailure(this.context, table, { claim: row, error: message, retryAt });
-      logger.warn(`${what} failed (attempt ${attempts} of ${maxAttempts}); retrying at ${retryAt.toISOString()}: ${message}`);
-    } catch (recordError) {
-      logger.error(`${what} failed and the failure could not be recorded; it is retried after its lease: ${describe(recordError)}`);
+    const kept = `${what} failed (attempt ${attempts} of ${maxAttempts}) and the database could not record it yet; it is recorded at the next pass: ${message}`;
+    if (attempts >= maxAttempts) {
+      const reason = storableText(`failed ${attempts} time(s), the last with: ${message}`, ERROR_TEXT_LIMIT);
+      const record = { claim: row, error: message, reason, now, countsAnAttempt: true };
+      if ((await this.writeOrKeep(table, row, () => deadLetter(this.context, table, record))) === undefined) logger.error(kept);
+      else logger.error(`${what} dead-lettered after ${attempts} failed attempt(s): ${message}`);
+      counts.deadLettered++;
+      this.metrics.add(counters.deadLettered, row.sagaType);
+      return;
     }
+    const retryAt = new Date(now.getTime() + retryDelayMs(attempts, backoff));
+    const failure = { claim: row, error: message, retryAt };
+    if ((await this.writeOrKeep(table, row, () => recordFailure(this.context, table, failure))) === undefined) logger.error(kept);
+    else logger.warn(`${what} failed (attempt ${attempts} of ${maxAttempts}); retrying at ${retryAt.toISOString()}: ${message}`);
     counts.failed++;
     this.metrics.add(counters.failed, row.sagaType);
   }
@@ -507,7 +556,7 @@ export class SagaDispatcher implements AsyncDisposable {
    */
   private async retireWithoutDelivery(table: DispatchTable, row: HeldRow, what: string, counts: Counts): Promise<void> {
     const message = row.lastError ?? 'no error recorded';
-    const reason = truncate(`failed ${row.attempts} time(s), the last with: ${message}`, 2_000);
+    const reason = storableText(`failed ${row.attempts} time(s), the last with: ${message}`, ERROR_TEXT_LIMIT);
     await this.retire(
       table,
       row,
@@ -576,11 +625,4 @@ export class SagaDispatcher implements AsyncDisposable {
       }
     }
   }
-}
-
-/** For logs: the error, and for a failed pass the driver error behind it. */
-function describe(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  const text = `${error.name}: ${error.message}`;
-  return error instanceof SagaDispatchError ? `${text} Cause: ${describe(error.cause)}` : text;
 }

@@ -1,4 +1,5 @@
 import { OUTBOX_OUTCOMES, TIMER_OUTCOMES } from '../entities/dispatch-states.js';
+import { storableText } from '../text/storable-text.js';
 import type { DatabaseContext, OutboxProperty, TimerProperty } from './database-context.js';
 import { placeholders, queryRows, runStatement } from './sql-executor.js';
 
@@ -11,6 +12,12 @@ export interface Claim {
   readonly id: string;
   readonly token: string;
 }
+
+/**
+ * Most UTF-16 code units stored in `last_error` / `dead_letter_reason`. Error text is made storable first
+ * (U+0000 and lone surrogates replaced): a statement refused for its text would leave the failure uncounted.
+ */
+export const ERROR_TEXT_LIMIT = 2_000;
 
 /** The `last_error` a claim records when it takes over a row whose started delivery lost its lease. */
 export const LEASE_EXPIRED_ERROR = 'LeaseExpired: the dispatcher delivering it stopped before finishing (crash or kill)';
@@ -58,6 +65,21 @@ function shared(db: DatabaseContext, table: DispatchTable) {
   return { name, c: column };
 }
 
+/** What a claim leaves alone besides rows that are not due. */
+export interface ClaimGuard {
+  /**
+   * A row whose lease ran out while its delivery had started is taken over only when that delivery started
+   * at or before this instant (`now - deliveryTimeoutMs`): until then it may still be running (its
+   * dispatcher lost the database for longer than the lease, not its process). Default `now`.
+   */
+  readonly startedBefore?: Date;
+  /** Ids this dispatcher holds itself (waiting or being delivered): never re-claimed by it. */
+  readonly exclude?: readonly string[];
+}
+
+/** Most held ids one claim statement excludes; beyond that the token check still guards a self re-claim. */
+const EXCLUDE_LIMIT = 500;
+
 /**
  * Claims up to `limit` due rows (`available_at <= now`, not leased), oldest first, in ONE statement: each
  * claimed row gets a new token, `locked_until = leaseUntil`, and no delivery start. On PostgreSQL the due
@@ -66,31 +88,42 @@ function shared(db: DatabaseContext, table: DispatchTable) {
  * timeout), so concurrent claims run one after the other and never read the same due row.
  *
  * A row whose previous claim ran out while its delivery had started (`locked_until` and
- * `delivery_started_at` both set: every way a delivery ends clears the lease) is charged that lost delivery
- * as a failed attempt, with {@link LEASE_EXPIRED_ERROR}. A row whose claim ran out before its delivery
- * started is taken over free.
+ * `delivery_started_at` both set: every way a delivery ends clears the lease) is taken over only once that
+ * delivery started `guard.startedBefore` or earlier, and is then charged that lost delivery as a failed
+ * attempt, with {@link LEASE_EXPIRED_ERROR}. A row whose claim ran out before its delivery started is taken
+ * over free. Rows in `guard.exclude` are left alone.
  * @returns the claimed rows keyed by property name, in no particular order.
  */
-export function claimDueRows(db: DatabaseContext, table: DispatchTable, now: Date, leaseUntil: Date, limit: number) {
+export function claimDueRows(
+  db: DatabaseContext,
+  table: DispatchTable,
+  now: Date,
+  leaseUntil: Date,
+  limit: number,
+  guard: ClaimGuard = {},
+) {
   const { name, c } = shared(db, table);
   const columns = db.tables[table].column as Record<string, string>;
   const lost = `${c.lockedUntil} is not null and ${c.deliveryStartedAt} is not null`;
+  const exclude = (guard.exclude ?? []).slice(0, EXCLUDE_LIMIT);
+  const notHeld = exclude.length > 0 ? ` and ${c.id} not in (${placeholders(exclude.length)})` : '';
   return queryRows<Record<string, unknown>>(
     db.autocommit,
     `update ${name} set ${c.token} = ${db.dialect.newTokenSql}, ${c.lockedUntil} = ?, ${c.deliveryStartedAt} = null,
        ${c.attempts} = ${c.attempts} + (case when ${lost} then 1 else 0 end),
        ${c.lastError} = case when ${lost} then '${LEASE_EXPIRED_ERROR}' else ${c.lastError} end
-     where ${c.id} in (select ${c.id} from ${name} where ${due(db, table)} order by ${c.availableAt}, ${c.id} limit ?${
+     where ${c.id} in (select ${c.id} from ${name} where ${due(db, table)}${notHeld} order by ${c.availableAt}, ${c.id} limit ?${
        db.dialect.supportsSkipLocked ? ' for update skip locked' : ''
      })
      returning ${CLAIMED[table].map((p) => `${columns[p]} as "${p}"`).join(', ')}`,
-    [leaseUntil, now, now, limit],
+    [leaseUntil, now, now, guard.startedBefore ?? now, ...exclude, limit],
   );
 }
 
 function due(db: DatabaseContext, table: DispatchTable): string {
   const { c } = shared(db, table);
-  return `${c.dispatchedAt} is null and ${c.availableAt} <= ? and (${c.lockedUntil} is null or ${c.lockedUntil} <= ?)`;
+  const mayStillRun = `${c.deliveryStartedAt} is not null and ${c.deliveryStartedAt} > ?`;
+  return `${c.dispatchedAt} is null and ${c.availableAt} <= ? and (${c.lockedUntil} is null or (${c.lockedUntil} <= ? and not (${mayStillRun})))`;
 }
 
 /**
@@ -172,7 +205,7 @@ export function recordFailure(db: DatabaseContext, table: DispatchTable, failure
     `update ${name} set ${c.attempts} = ${c.attempts} + 1, ${c.lastError} = ?, ${c.availableAt} = ?, ${c.lockedUntil} = null,
        ${c.token} = ${db.dialect.newTokenSql}
      where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
-    [failure.error, failure.retryAt, failure.claim.id, failure.claim.token],
+    [storableText(failure.error, ERROR_TEXT_LIMIT), failure.retryAt, failure.claim.id, failure.claim.token],
   );
 }
 
@@ -204,7 +237,15 @@ export function deadLetter(db: DatabaseContext, table: DispatchTable, record: De
     `update ${name} set ${c.attempts} = ${c.attempts} + ${record.countsAnAttempt ? 1 : 0}, ${c.lastError} = ?, ${c.lockedUntil} = null,
        ${c.token} = ${db.dialect.newTokenSql}, ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.deadLetteredAt} = ?, ${c.deadLetterReason} = ?
      where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
-    [record.error, record.now, outcome, record.now, record.reason, record.claim.id, record.claim.token],
+    [
+      storableText(record.error, ERROR_TEXT_LIMIT),
+      record.now,
+      outcome,
+      record.now,
+      storableText(record.reason, ERROR_TEXT_LIMIT),
+      record.claim.id,
+      record.claim.token,
+    ],
   );
 }
 

@@ -1,11 +1,13 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
-/** What the proxy does to the next COMMIT a client sends. */
+/** What the proxy does to the next COMMIT (or BEGIN) a client sends. */
 export type CommitFault =
   /** Forward COMMIT, let the server apply it, then drop the client's connection instead of relaying the answer. */
   | 'drop-after-commit'
   /** Drop both connections instead of forwarding COMMIT: the server rolls the transaction back. */
-  | 'drop-before-commit';
+  | 'drop-before-commit'
+  /** Drop both connections instead of forwarding the next BEGIN: the transaction never starts. */
+  | 'drop-at-begin';
 
 /**
  * A TCP proxy in front of PostgreSQL that can lose the connection exactly at COMMIT, so a test reproduces
@@ -59,9 +61,9 @@ export class CommitDroppingProxy {
     };
     client.on('data', (chunk: Buffer) => {
       const fault = this.fault;
-      if (fault && isCommit(chunk)) {
+      if (fault && isSimpleQuery(chunk, fault === 'drop-at-begin' ? 'begin' : 'commit')) {
         this.fault = undefined;
-        if (fault === 'drop-before-commit') {
+        if (fault !== 'drop-after-commit') {
           dropBoth();
           this.markFaulted();
           return;
@@ -86,7 +88,7 @@ export class CommitDroppingProxy {
   }
 }
 
-/** A simple-query message ('Q', int32 length, text) whose text is COMMIT. */
-function isCommit(chunk: Buffer): boolean {
-  return chunk[0] === 0x51 && /^\s*commit\b/i.test(chunk.toString('utf8', 5, Math.min(chunk.length, 64)));
+/** A simple-query message ('Q', int32 length, text) whose text is `command` (COMMIT, BEGIN). */
+function isSimpleQuery(chunk: Buffer, command: 'begin' | 'commit'): boolean {
+  return chunk[0] === 0x51 && new RegExp(`^\\s*${command}\\b`, 'i').test(chunk.toString('utf8', 5, Math.min(chunk.length, 64)));
 }

@@ -75,4 +75,41 @@ describe('DeliveryPool', () => {
     await Promise.all([first, second]);
     expect(log).toEqual(['start busy', 'end busy', 'start suspect', 'end suspect', 'start later', 'end later']);
   });
+
+  it('an isolated task waiting behind a hung delivery does not stall the pool: later rows start, then it runs before anything newer', async () => {
+    const log: string[] = [];
+    const pool = new DeliveryPool(5, () => undefined);
+    const hung = gated(log, 'hung', 'x');
+    const suspect = gated(log, 'suspect', 'y', true);
+    const first = pool.submit([hung.task, suspect.task]);
+    await hung.started;
+    // Room for new claims while the suspect waits for the hung delivery.
+    expect(pool.hasRoom()).toBe(true);
+    const later = gated(log, 'later', 'z');
+    const second = pool.submit([later.task]);
+    await later.started;
+    later.open();
+    await second;
+    hung.open();
+    await suspect.started;
+    // Once the delivery it waited for ended, nothing new starts until the suspect ran.
+    const newest = gated(log, 'newest', 'w');
+    const third = pool.submit([newest.task]);
+    await flush();
+    expect(pool.hasRoom()).toBe(false);
+    suspect.open();
+    await newest.started;
+    newest.open();
+    await Promise.all([first, third]);
+    expect(log).toEqual([
+      'start hung',
+      'start later',
+      'end later',
+      'end hung',
+      'start suspect',
+      'end suspect',
+      'start newest',
+      'end newest',
+    ]);
+  });
 });

@@ -1,6 +1,7 @@
-// Which errors the dispatcher treats as database faults (not charged) and which as the delivery's own failure.
+// Which errors the dispatcher treats as database faults (not charged) and which as the delivery's own failure; how it shows them.
 import { ConnectionException, DriverException, LockWaitTimeoutException, UniqueConstraintViolationException } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
+import { describeError } from '../../src/dispatcher/describe-error.js';
 import { isInfrastructureFault } from '../../src/dispatcher/infrastructure-fault.js';
 import { SagaPersistenceError } from '../../src/index.js';
 
@@ -21,9 +22,22 @@ describe('isInfrastructureFault', () => {
     ['a locked SQLite file', new LockWaitTimeoutException(driverError('SQLITE_BUSY: database is locked', 'SQLITE_BUSY'))],
     ['a connection MikroORM classified', new ConnectionException(driverError('unable to open database file'))],
     ['knex finding no pooled connection in time', Object.assign(new Error('Timeout acquiring a connection'), { name: 'KnexTimeoutError' })],
+    // The connection was lost at the delivery's BEGIN: knex reports the next statement this way, without a code.
+    [
+      'a transaction whose BEGIN lost the connection',
+      new DriverException(driverError('Transaction query already complete, run with DEBUG=knex:tx for more info')),
+    ],
   ])('%s under a unit of work is a database fault', (_, cause) => {
     expect(isInfrastructureFault(persistenceFailure(cause))).toBe(true);
     expect(isInfrastructureFault(cause)).toBe(true);
+  });
+
+  it.each([
+    ['DATABASE_UNREACHABLE', 'cannot reach PostgreSQL'],
+    ['COMMIT_OUTCOME_UNKNOWN', 'the connection was lost at COMMIT'],
+  ] as const)('the runtime’s %s verdict is a database fault, with or without a driver error behind it', (code, message) => {
+    expect(isInfrastructureFault(new SagaPersistenceError(code, message))).toBe(true);
+    expect(isInfrastructureFault(new SagaPersistenceError(code, message, {}, { cause: new DriverException(driverError('x')) }))).toBe(true);
   });
 
   it.each([
@@ -32,8 +46,23 @@ describe('isInfrastructureFault', () => {
     ['a step whose fetch was reset', new TypeError('fetch failed', { cause: driverError('read ECONNRESET', 'ECONNRESET') })],
     ['a constraint the write broke', persistenceFailure(new UniqueConstraintViolationException(driverError('duplicate key', '23505')))],
     ['a statement error', persistenceFailure(new DriverException(driverError('column "x" does not exist', '42703')))],
+    ['a step error carrying a SagaError code of its own', new SagaPersistenceError('PERSISTENCE_FAILED', 'writing the effects failed')],
     ['not an error at all', 'a string'],
   ])('%s is the delivery’s own failure', (_, error) => {
     expect(isInfrastructureFault(error)).toBe(false);
+  });
+});
+
+describe('describeError', () => {
+  it('shows a driver error by its class and code only: its message quotes the SQL and its parameters', () => {
+    const error = new DriverException(driverError(`update "saga_timer" set "last_error" = 'secret' where "token" = 'abc' - boom`, '22021'));
+    expect(describeError(error)).toBe('DriverException (22021)');
+  });
+
+  it('shows any other error by its class and message', () => {
+    expect(describeError(new SagaPersistenceError('DATABASE_UNREACHABLE', 'cannot reach PostgreSQL'))).toBe(
+      'SagaPersistenceError: cannot reach PostgreSQL',
+    );
+    expect(describeError('plain')).toBe('plain');
   });
 });

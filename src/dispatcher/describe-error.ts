@@ -1,0 +1,17 @@
+import { DriverException } from '@mikro-orm/core';
+import { SagaDispatchError } from './dispatch-pass-error.js';
+
+/**
+ * An error as the dispatcher logs and records it: its class and message, and for a pass that failed the
+ * same for its cause. A MikroORM driver error shows only its class and code (SQLSTATE, socket or SQLite
+ * code): its message quotes the SQL statement with its parameters (tokens, stored error text).
+ */
+export function describeError(error: unknown): string {
+  if (error instanceof DriverException) {
+    const code = typeof error.code === 'string' || typeof error.code === 'number' ? ` (${error.code})` : '';
+    return `${error.name}${code}`;
+  }
+  if (!(error instanceof Error)) return String(error);
+  const text = `${error.name}: ${error.message}`;
+  return error instanceof SagaDispatchError ? `${text} Cause: ${describeError(error.cause)}` : text;
+}
