@@ -1,0 +1,139 @@
+// examples/existing-app end to end, as docs/integration.md walks through it: an app with its own entities
+// (folder-based discovery), its own migrations folder and the metadata cache on installs the npm tarball,
+// generates its next migration with the MikroORM CLI, runs it, and serves HTTP with the dispatcher beside it.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { cp, readdir, readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEmptyDatabase, DIALECTS, type EmptyDatabase } from './support/databases.js';
+import { buildApp, installPackedPackage, root, run } from './support/packed-package.js';
+
+const app = join(root, '.tmp', `existing-app-${randomUUID().slice(0, 8)}`);
+const cliEntry = join(root, 'node_modules', '@mikro-orm', 'cli', 'esm.js');
+
+/** The environment of the app's processes: its database, and nothing of vitest (MikroORM reads VITEST as "TypeScript"). */
+function appEnv(db: EmptyDatabase, dialect: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('VITEST') && key !== 'DATABASE_URL'));
+  const where = dialect === 'postgresql' ? { DATABASE_URL: db.location } : { SQLITE_PATH: db.location };
+  return { ...env, ...where, MIKRO_ORM_COLORS: 'false', NODE_ENV: 'test', ...extra };
+}
+
+/** The app's `npm run mikro-orm -- <command>`: the MikroORM CLI through tsx, config from package.json `configPaths`. */
+async function mikroOrm(env: NodeJS.ProcessEnv, command: string): Promise<string> {
+  const cliEnv = { ...env, MIKRO_ORM_CLI_USE_TS_NODE: 'false', MIKRO_ORM_CLI_ALWAYS_ALLOW_TS: 'true' };
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', cliEntry, command], { cwd: app, env: cliEnv });
+  return stdout;
+}
+
+interface AppLine {
+  readonly event: string;
+  readonly [key: string]: unknown;
+}
+
+/** The server as a subprocess, its JSON lines awaited as events (bounded: a missing line fails the test). */
+function startServer(env: NodeJS.ProcessEnv) {
+  const child: ChildProcess = spawn(process.execPath, ['dist/server.js'], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: AppLine[] = [];
+  const waiters: { match: (line: AppLine) => boolean; resolve: (line: AppLine) => void }[] = [];
+  let stderr = '';
+  child.stderr!.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  createInterface({ input: child.stdout! }).on('line', (text) => {
+    if (!text.startsWith('{')) return;
+    const line = JSON.parse(text) as AppLine;
+    lines.push(line);
+    for (const waiter of waiters.filter((w) => w.match(line))) waiter.resolve(line);
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const next = (match: (line: AppLine) => boolean, what: string, timeoutMs = 30_000) =>
+    new Promise<AppLine>((resolve, reject) => {
+      const seen = lines.find(match);
+      if (seen) return resolve(seen);
+      const timer = setTimeout(
+        () => reject(new Error(`no ${what} line from the app within ${timeoutMs} ms; stderr:\n${stderr}`)),
+        timeoutMs,
+      );
+      waiters.push({
+        match,
+        resolve: (line) => {
+          clearTimeout(timer);
+          resolve(line);
+        },
+      });
+      void exited.then((code) => reject(new Error(`the app exited (${code}) before ${what}; stderr:\n${stderr}`)));
+    });
+  return { child, exited, next, stderr: () => stderr };
+}
+
+async function post(port: number, path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', body: JSON.stringify(body) });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+beforeAll(async () => {
+  await installPackedPackage(app);
+  await cp(join(root, 'examples', 'existing-app'), app, { recursive: true });
+}, 180_000);
+afterAll(() => rm(app, { recursive: true, force: true }));
+
+for (const dialect of DIALECTS) {
+  describe(`examples/existing-app from the npm tarball (${dialect})`, () => {
+    let db: EmptyDatabase;
+    beforeAll(async () => {
+      db = await createEmptyDatabase(dialect);
+    });
+    afterAll(() => db?.drop());
+
+    it('generates and runs its next migration with the MikroORM CLI, then a second migration:create finds nothing', async () => {
+      const env = appEnv(db, dialect);
+      // The app is in production already: its own migration ran before it added the library.
+      await mikroOrm(env, 'migration:up');
+      const folder = join(app, 'src', 'migrations', dialect);
+      const before = await readdir(folder);
+      expect(await mikroOrm(env, 'migration:create')).toContain('successfully created');
+      const [created] = (await readdir(folder)).filter((file) => !before.includes(file));
+      const migration = (await readFile(join(folder, created!), 'utf8')).replaceAll('\\`', '"').replaceAll('`', '"');
+      expect(migration).toMatch(
+        /create unique index "saga_timer_pending_name_uniq" on "saga_timer" \("saga_type", "saga_id", "name"\) where "dispatched_at" is null/,
+      );
+      expect(migration).toMatch(/create table "saga_outbox"/);
+      expect(migration).toMatch(
+        /create index "order_saga_completed_at_index" on "order_saga" \("created_at"\) where "completed_at" is null/,
+      );
+      expect(migration).not.toMatch(/"customer"/);
+
+      await mikroOrm(env, 'migration:up');
+      expect(await mikroOrm(env, 'migration:create')).toContain('No changes required');
+      expect(await readdir(folder)).toEqual([...before, created].sort());
+      expect((await readdir(join(app, 'temp'))).length).toBeGreaterThan(0); // the metadata cache is on
+    }, 120_000);
+
+    it('serves HTTP with the dispatcher beside it: a saga starts, its timer fires, the outbox is published; SIGTERM exits 0', async () => {
+      await buildApp(app);
+      const server = startServer(appEnv(db, dialect, { PORT: '0', PAYMENT_TIMEOUT_MS: '200', DISPATCH_POLL_MS: '50' }));
+      try {
+        const { port } = await server.next((line) => line.event === 'listening', 'listening');
+        expect(await post(Number(port), '/customers', { id: 'c-1', name: 'Ada' })).toMatchObject({ status: 201 });
+        const started = await post(Number(port), '/orders', { orderId: 'o-1', customerId: 'c-1' });
+        expect(started).toMatchObject({ status: 202, body: { outcome: 'started', timersScheduled: 1, messagesSent: 1 } });
+
+        const published = (type: string) => (line: AppLine) => line.event === 'published' && line.type === type;
+        await expect(server.next(published('ConfirmOrder'), 'ConfirmOrder published')).resolves.toMatchObject({
+          payload: { orderId: 'o-1' },
+        });
+        // 'payment-timeout' fired: the saga cancelled the order and sent OrderCancelled.
+        await expect(server.next(published('OrderCancelled'), 'OrderCancelled published')).resolves.toMatchObject({
+          payload: { orderId: 'o-1' },
+        });
+        expect(await post(Number(port), '/payments', { orderId: 'o-1' })).toMatchObject({ status: 202, body: { outcome: 'ignored' } });
+      } finally {
+        server.child.kill('SIGTERM');
+      }
+      expect(await server.exited).toBe(0);
+      await expect(server.next((line) => line.event === 'stopped', 'stopped')).resolves.toBeDefined();
+    }, 120_000);
+  });
+}
