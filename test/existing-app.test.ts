@@ -3,14 +3,17 @@
 // generates its next migration with the MikroORM CLI, runs it, and serves HTTP with the dispatcher beside it.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { cp, readdir, readFile, rm } from 'node:fs/promises';
+import { cp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SAGA_MIGRATIONS } from '../migrations/index.js';
 import { createEmptyDatabase, DIALECTS, type EmptyDatabase } from './support/databases.js';
 import { buildApp, installPackedPackage, root, run } from './support/packed-package.js';
 
 const app = join(root, '.tmp', `existing-app-${randomUUID().slice(0, 8)}`);
+// The same app taking the library's shipped migrations instead of generating them (its node_modules linked).
+const shipped = `${app}-shipped`;
 const cliEntry = join(root, 'node_modules', '@mikro-orm', 'cli', 'esm.js');
 
 /** The environment of the app's processes: its database, and nothing of vitest (MikroORM reads VITEST as "TypeScript"). */
@@ -21,9 +24,9 @@ function appEnv(db: EmptyDatabase, dialect: string, extra: Record<string, string
 }
 
 /** The app's `npm run mikro-orm -- <command>`: the MikroORM CLI through tsx, config from package.json `configPaths`. */
-async function mikroOrm(env: NodeJS.ProcessEnv, command: string): Promise<string> {
+async function mikroOrm(env: NodeJS.ProcessEnv, command: string, cwd = app): Promise<string> {
   const cliEnv = { ...env, MIKRO_ORM_CLI_USE_TS_NODE: 'false', MIKRO_ORM_CLI_ALWAYS_ALLOW_TS: 'true' };
-  const { stdout } = await run(process.execPath, ['--import', 'tsx', cliEntry, command], { cwd: app, env: cliEnv });
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', cliEntry, command], { cwd, env: cliEnv });
   return stdout;
 }
 
@@ -76,8 +79,20 @@ async function post(port: number, path: string, body: unknown): Promise<{ status
 beforeAll(async () => {
   await installPackedPackage(app);
   await cp(join(root, 'examples', 'existing-app'), app, { recursive: true });
+  await cp(join(root, 'examples', 'existing-app'), shipped, { recursive: true });
+  await symlink(join(app, 'node_modules'), join(shipped, 'node_modules'));
 }, 180_000);
-afterAll(() => rm(app, { recursive: true, force: true }));
+afterAll(async () => {
+  await rm(app, { recursive: true, force: true });
+  await rm(shipped, { recursive: true, force: true });
+});
+
+/** The migrations in `dir` newer than `before`, backticks and escaped quotes read as double quotes. */
+async function newMigration(dir: string, before: string[]): Promise<string> {
+  const [created] = (await readdir(dir)).filter((file) => !before.includes(file));
+  expect(created, 'migration:create wrote no file').toBeDefined();
+  return (await readFile(join(dir, created!), 'utf8')).replaceAll('\\`', '"').replaceAll('`', '"');
+}
 
 for (const dialect of DIALECTS) {
   describe(`examples/existing-app from the npm tarball (${dialect})`, () => {
@@ -94,8 +109,7 @@ for (const dialect of DIALECTS) {
       const folder = join(app, 'src', 'migrations', dialect);
       const before = await readdir(folder);
       expect(await mikroOrm(env, 'migration:create')).toContain('successfully created');
-      const [created] = (await readdir(folder)).filter((file) => !before.includes(file));
-      const migration = (await readFile(join(folder, created!), 'utf8')).replaceAll('\\`', '"').replaceAll('`', '"');
+      const migration = await newMigration(folder, before);
       expect(migration).toMatch(
         /create unique index "saga_timer_pending_name_uniq" on "saga_timer" \("saga_type", "saga_id", "name"\) where "dispatched_at" is null/,
       );
@@ -107,7 +121,7 @@ for (const dialect of DIALECTS) {
 
       await mikroOrm(env, 'migration:up');
       expect(await mikroOrm(env, 'migration:create')).toContain('No changes required');
-      expect(await readdir(folder)).toEqual([...before, created].sort());
+      expect(await readdir(folder)).toHaveLength(before.length + 1);
       expect((await readdir(join(app, 'temp'))).length).toBeGreaterThan(0); // the metadata cache is on
     }, 120_000);
 
@@ -134,6 +148,34 @@ for (const dialect of DIALECTS) {
       }
       expect(await server.exited).toBe(0);
       await expect(server.next((line) => line.event === 'stopped', 'stopped')).resolves.toBeDefined();
+    }, 120_000);
+  });
+}
+
+for (const dialect of DIALECTS) {
+  describe(`examples/existing-app with the library's shipped migrations beside its own (${dialect})`, () => {
+    let db: EmptyDatabase;
+    beforeAll(async () => {
+      db = await createEmptyDatabase(dialect);
+    });
+    afterAll(() => db?.drop());
+
+    it('runs them from its folder with its own; migration:create then writes only its saga table', async () => {
+      const env = appEnv(db, dialect);
+      const folder = join(shipped, 'src', 'migrations', dialect);
+      // docs/integration.md: one file per library migration, named after it.
+      for (const { name } of SAGA_MIGRATIONS[dialect]) {
+        const source = `import { sagaMigration } from 'mikro-orm-saga/migrations';\n\nexport const ${name} = sagaMigration('${dialect}', '${name}');\n`;
+        await writeFile(join(folder, `${name}.ts`), source);
+      }
+      expect(await mikroOrm(env, 'migration:up', shipped)).toContain(SAGA_MIGRATIONS[dialect].at(-1)!.name);
+      const before = await readdir(folder);
+      await mikroOrm(env, 'migration:create', shipped);
+      const migration = await newMigration(folder, before);
+      expect(migration).toMatch(/create table "order_saga"/);
+      expect(migration).not.toMatch(/"saga_timer"|"saga_outbox"|"customer"/);
+      await mikroOrm(env, 'migration:up', shipped);
+      expect(await mikroOrm(env, 'migration:create', shipped)).toContain('No changes required');
     }, 120_000);
   });
 }
