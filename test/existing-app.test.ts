@@ -76,6 +76,19 @@ async function post(port: number, path: string, body: unknown): Promise<{ status
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
+describe('docs/integration.md', () => {
+  it("shows the example's code and settings as they are", async () => {
+    const doc = await readFile(join(root, 'docs', 'integration.md'), 'utf8');
+    const blocks = [...doc.matchAll(/```ts\n\/\/ (examples\/existing-app\/\S+)\n([\s\S]*?)```/g)];
+    expect(blocks.length).toBeGreaterThanOrEqual(4);
+    for (const [, path, code] of blocks) expect(await readFile(join(root, path!), 'utf8'), path).toContain(code);
+    const manifest = JSON.parse(await readFile(join(root, 'examples', 'existing-app', 'package.json'), 'utf8'));
+    const settings = doc.match(/```json\n([\s\S]*?)```/)?.[1];
+    expect(JSON.parse(`{${settings}}`)).toEqual({ 'mikro-orm': manifest['mikro-orm'] });
+    expect(doc).toContain(`"mikro-orm": "${manifest.scripts['mikro-orm']}"`);
+  });
+});
+
 beforeAll(async () => {
   await installPackedPackage(app);
   await cp(join(root, 'examples', 'existing-app'), app, { recursive: true });
@@ -113,7 +126,9 @@ for (const dialect of DIALECTS) {
       expect(migration).toMatch(
         /create unique index "saga_timer_pending_name_uniq" on "saga_timer" \("saga_type", "saga_id", "name"\) where "dispatched_at" is null/,
       );
-      expect(migration).toMatch(/create table "saga_outbox"/);
+      for (const table of ['saga_timer', 'saga_outbox', 'saga_handled_message', 'order_saga']) {
+        expect(migration).toMatch(new RegExp(`create table "${table}"`));
+      }
       expect(migration).toMatch(
         /create index "order_saga_completed_at_index" on "order_saga" \("created_at"\) where "completed_at" is null/,
       );
@@ -143,6 +158,10 @@ for (const dialect of DIALECTS) {
           payload: { orderId: 'o-1' },
         });
         expect(await post(Number(port), '/payments', { orderId: 'o-1' })).toMatchObject({ status: 202, body: { outcome: 'ignored' } });
+        expect(await post(Number(port), '/orders', { orderId: 'o-2', customerId: 'c-1' })).toMatchObject({ status: 202 });
+        const paid = await post(Number(port), '/payments', { orderId: 'o-2' });
+        expect(paid).toMatchObject({ status: 202, body: { outcome: 'handled', completed: true, timersCancelled: 1 } });
+        await expect(server.next(published('ShipOrder'), 'ShipOrder published')).resolves.toMatchObject({ payload: { orderId: 'o-2' } });
       } finally {
         server.child.kill('SIGTERM');
       }
