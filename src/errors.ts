@@ -63,6 +63,16 @@ export const SAGA_ERROR_CODES = {
   STATE_VALUE_INVALID: 'STATE_VALUE_INVALID',
   /** A dispatcher pass failed as a whole (database unreachable, a statement failed); `result` says what it did first. */
   DISPATCH_PASS_FAILED: 'DISPATCH_PASS_FAILED',
+  /** An operator call named a saga type no registered definition has. */
+  SAGA_TYPE_UNKNOWN: 'SAGA_TYPE_UNKNOWN',
+  /** An operator call named a saga instance that does not exist. */
+  SAGA_NOT_FOUND: 'SAGA_NOT_FOUND',
+  /** An operator call found the saga in the wrong state (force-completing a completed saga, reopening an active one). */
+  SAGA_STATE_CONFLICT: 'SAGA_STATE_CONFLICT',
+  /** An operator call was guarded by a saga version that is no longer the saga's version; nothing was written. */
+  VERSION_CONFLICT: 'VERSION_CONFLICT',
+  /** A page cursor was not one this query returned (tampered, truncated, or from another query). */
+  CURSOR_INVALID: 'CURSOR_INVALID',
 } as const;
 
 /** Union of every error code the library raises. */

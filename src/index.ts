@@ -83,9 +83,12 @@ export {
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_RETRY_BASE_DELAY_MS,
   DEFAULT_RETRY_MAX_DELAY_MS,
+  DEFAULT_VERIFY_SCHEMA,
   SagaRuntime,
 } from './saga/saga-runtime.js';
 export type { FiringTimer, ScheduleOptions, SendOptions, StepContext } from './saga/step-context.js';
+export type { SchemaProblem, SchemaProblemKind, VerifySagaSchemaOptions } from './schema/verify-saga-schema.js';
+export { inspectSagaSchema, SCHEMA_FIX, SCHEMA_PROBLEM_KINDS, verifySagaSchema } from './schema/verify-saga-schema.js';
 export type { DispatchTable } from './sql/dispatch-statements.js';
 export { DISPATCH_TABLES } from './sql/dispatch-statements.js';
 export type { LogLevel, SagaLogger } from './telemetry/logger.js';

@@ -103,6 +103,12 @@ export interface SagaDispatcherOptions {
   readonly stopTimeoutMs?: number;
   /** Where outages, failures and dead letters are reported. Default: console, warnings and errors. */
   readonly logger?: SagaLogger;
+  /**
+   * Check the database schema (`verifySagaSchema`, over the runtime's sagas) before the first pass: a mismatch
+   * fails the pass with a `SagaSchemaError` cause naming every difference, and the loop retries with backoff.
+   * Default true.
+   */
+  readonly verifySchema?: boolean;
 }
 
 /** {@link SagaDispatcherOptions} with every default applied. */
@@ -121,6 +127,7 @@ export interface ResolvedDispatcherOptions {
   readonly dbRetryMaxMs: number;
   readonly stopTimeoutMs: number;
   readonly logger: SagaLogger;
+  readonly verifySchema: boolean;
 }
 
 /** Applies the documented defaults and checks every option's range. */
@@ -165,6 +172,7 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
     dbRetryMaxMs: positive('dbRetryMaxMs', options.dbRetryMaxMs ?? DEFAULT_DB_RETRY_MAX_MS),
     stopTimeoutMs: positive('stopTimeoutMs', options.stopTimeoutMs ?? deliveryTimeoutMs + DEFAULT_STOP_GRACE_MS),
     logger: options.logger ?? consoleLogger('warn'),
+    verifySchema: options.verifySchema ?? true,
   };
 }
 

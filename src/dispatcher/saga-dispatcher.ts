@@ -310,6 +310,7 @@ export class SagaDispatcher implements AsyncDisposable {
       outbox: { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0, interrupted: 0, lost: 0 },
     };
     try {
+      if (this.options.verifySchema) await this.options.runtime.verifySchemaOnce();
       await this.writePendingOutcomes();
       result.timers.missed = await this.applyCatchUp(now);
       await this.claimAndFireTimers(now, signal, result.timers);

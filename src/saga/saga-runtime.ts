@@ -6,7 +6,8 @@ import type { DialectAdapter } from '../dialect/dialect-adapter.js';
 import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaState } from '../entities/saga-state.js';
-import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaValidationError } from '../errors.js';
+import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
+import { verifySagaSchema } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
 import { findHandledMessage, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
@@ -39,6 +40,9 @@ export const DEFAULT_RETRY_BASE_DELAY_MS = 5;
 export const DEFAULT_RETRY_MAX_DELAY_MS = 250;
 /** Default of `maxPayloadBytes`: largest JSON text of one timer message, or of one outbox message with its headers, in UTF-8 bytes. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 65_536;
+
+/** Default of `verifySchema`: the schema is checked before the first unit of work. */
+export const DEFAULT_VERIFY_SCHEMA = true;
 
 /** Options of {@link SagaRuntime}. */
 export interface SagaRuntimeOptions {
@@ -78,6 +82,13 @@ export interface SagaRuntimeOptions {
      */
     readonly retentionMs?: number;
   };
+  /**
+   * Check the database schema (library tables, columns, indexes, each saga table's base columns and active-row
+   * index; `verifySagaSchema`) once, before the first unit of work: a mismatch is a `SagaSchemaError` naming every
+   * difference, instead of a failure halfway through a message. One catalog read. Default
+   * {@link DEFAULT_VERIFY_SCHEMA} (true).
+   */
+  readonly verifySchema?: boolean;
 }
 
 /** What {@link SagaRuntimeOptions.onHandled} receives. */
@@ -98,6 +109,7 @@ export interface ResolvedSagaRuntimeOptions {
   readonly maxPayloadBytes: number;
   readonly onHandled: ((event: HandledEvent) => void) | undefined;
   readonly messageIds: { readonly retentionMs: number };
+  readonly verifySchema: boolean;
 }
 
 /** Options of one `handle` call. */
@@ -142,6 +154,7 @@ export class SagaRuntime {
   readonly context: DatabaseContext;
   private readonly sagas = new Map<string, RegisteredSaga>();
   private readonly metrics = new SagaMetrics();
+  private schemaChecked: Promise<void> | undefined;
 
   /**
    * @throws SagaDefinitionError when a saga's state entity is not registered in MikroORM, does not extend
@@ -271,6 +284,29 @@ export class SagaRuntime {
     return purgeHandledMessagesBefore(this.options.em, cutoff, batchSize, maxBatches);
   }
 
+  /**
+   * Checks the connected database against the library's tables and the registered sagas' tables, now.
+   * @throws SagaSchemaError `SCHEMA_INVALID` naming every missing or different table, column and index, and the fix.
+   */
+  verifySchema(): Promise<void> {
+    return verifySagaSchema({ em: this.options.em, sagas: this.options.sagas });
+  }
+
+  /**
+   * @internal The start-up check: {@link verifySchema} once per runtime (again after a mismatch). A check that
+   * fails for another reason (the database is away) is not held against the schema: the caller's own
+   * statements report that failure, and the check runs again next time.
+   */
+  async verifySchemaOnce(): Promise<void> {
+    this.schemaChecked ??= this.verifySchema();
+    try {
+      await this.schemaChecked;
+    } catch (error) {
+      this.schemaChecked = undefined;
+      if (error instanceof SagaSchemaError) throw error;
+    }
+  }
+
   private registered(sagaType: string): RegisteredSaga {
     const saga = this.sagas.get(sagaType);
     if (!saga) {
@@ -333,6 +369,7 @@ export class SagaRuntime {
 
   private async run(saga: RegisteredSaga, message: SagaMessage, target: HandleTarget, correlationId: string): Promise<HandleResult> {
     const { maxAttempts } = this.options.concurrency;
+    if (this.options.verifySchema) await this.verifySchemaOnce();
     let conflicts = 0;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -525,5 +562,6 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSaga
     maxPayloadBytes,
     onHandled: options.onHandled,
     messageIds: { retentionMs },
+    verifySchema: options.verifySchema ?? DEFAULT_VERIFY_SCHEMA,
   };
 }

@@ -55,7 +55,8 @@ export function createDatabaseContext(em: EntityManager): DatabaseContext {
   };
 }
 
-function tableNames<TProperty extends string>(em: EntityManager, entityName: string): TableNames<TProperty> {
+/** The quoted table and column names of one registered entity, read from MikroORM's metadata. */
+export function tableNames<TProperty extends string>(em: EntityManager, entityName: string): TableNames<TProperty> {
   const meta: EntityMetadata | undefined = em.getMetadata().find(entityName);
   if (!meta) {
     throw new SagaDefinitionError(

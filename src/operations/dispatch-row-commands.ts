@@ -1,0 +1,115 @@
+import { UniqueConstraintViolationException } from '@mikro-orm/core';
+import type { DispatchTable } from '../sql/dispatch-statements.js';
+import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
+import { checkDate, checkIds, invalidInput } from './operation-input.js';
+import {
+  type BulkResult,
+  type CancelStatus,
+  DISPATCH_ROW_STATUSES,
+  ITEM_STATUSES,
+  type RequeueStatus,
+  type RescheduleStatus,
+} from './operation-types.js';
+import type { OperationsContext } from './operations-context.js';
+
+/** Which of `ids` exist in `table`, and whether each is pending or dead-lettered. */
+async function rowStates(ops: OperationsContext, table: DispatchTable, ids: readonly string[]) {
+  const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
+  const rows = await queryRows<{ id: string; dispatchedAt: unknown; outcome: string | null }>(
+    ops.db.em.fork({ clear: true }),
+    `select ${c.id} as "id", ${c.dispatchedAt} as "dispatchedAt", ${c.outcome} as "outcome" from ${name} where ${c.id} in (${placeholders(ids.length)})`,
+    [...ids],
+  );
+  return new Map(rows.map((row) => [String(row.id), row]));
+}
+
+/** Runs `change` once per id (each its own short statement) and collects one status per id. */
+async function perItem<TStatus extends string>(
+  ids: readonly string[],
+  change: (id: string) => Promise<TStatus>,
+  affectedStatus: TStatus,
+): Promise<BulkResult<TStatus & BulkResult['items'][number]['status']>> {
+  const items: { id: string; status: TStatus }[] = [];
+  for (const id of ids) items.push({ id, status: await change(id) });
+  return {
+    requested: ids.length,
+    affected: items.filter((item) => item.status === affectedStatus).length,
+    items: items as never,
+  };
+}
+
+/**
+ * Puts dead-lettered rows back in the pending set: due now, attempts and lease reset, a new token, the
+ * dead-letter stamp cleared (`last_error` is kept). A timer whose name is pending again on its saga stays
+ * dead-lettered and is reported `conflict`.
+ */
+export async function requeueRows(ops: OperationsContext, table: DispatchTable, ids: unknown): Promise<BulkResult<RequeueStatus>> {
+  const checked = checkIds(ids, 'ids');
+  const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
+  const states = await rowStates(ops, table, checked);
+  return perItem<RequeueStatus>(
+    checked,
+    async (id) => {
+      if (!states.has(id)) return ITEM_STATUSES.NOT_FOUND;
+      try {
+        const changed = await runStatement(
+          ops.db.em.fork({ clear: true }),
+          `update ${name} set ${c.dispatchedAt} = null, ${c.outcome} = null, ${c.deadLetteredAt} = null, ${c.deadLetterReason} = null,
+             ${c.attempts} = 0, ${c.availableAt} = ?, ${c.lockedUntil} = null, ${c.deliveryStartedAt} = null, ${c.token} = ${ops.db.dialect.newTokenSql}
+           where ${c.id} = ? and ${c.outcome} = ?`,
+          [ops.clock.now(), id, DISPATCH_ROW_STATUSES.DEAD_LETTERED],
+        );
+        return changed === 1 ? ITEM_STATUSES.REQUEUED : ITEM_STATUSES.NOT_DEAD_LETTERED;
+      } catch (error) {
+        // The filtered unique index: a pending timer of that name exists on the saga again.
+        if (error instanceof UniqueConstraintViolationException) return ITEM_STATUSES.CONFLICT;
+        throw error;
+      }
+    },
+    ITEM_STATUSES.REQUEUED,
+  );
+}
+
+/** Deletes pending timers. A timer being delivered right now loses its claim: its firing is dropped as stale. */
+export async function cancelTimers(ops: OperationsContext, ids: unknown): Promise<BulkResult<CancelStatus>> {
+  const checked = checkIds(ids, 'ids');
+  const { table, column: c } = ops.db.tables.saga_timer;
+  const states = await rowStates(ops, 'saga_timer', checked);
+  return perItem<CancelStatus>(
+    checked,
+    async (id) => {
+      if (!states.has(id)) return ITEM_STATUSES.NOT_FOUND;
+      const deleted = await runStatement(
+        ops.db.em.fork({ clear: true }),
+        `delete from ${table} where ${c.id} = ? and ${c.dispatchedAt} is null`,
+        [id],
+      );
+      return deleted === 1 ? ITEM_STATUSES.CANCELLED : ITEM_STATUSES.NOT_PENDING;
+    },
+    ITEM_STATUSES.CANCELLED,
+  );
+}
+
+/** Moves pending timers to a new due time, with a new token (a delivery in flight can no longer fire it). */
+export async function rescheduleTimers(ops: OperationsContext, ids: unknown, dueAt: unknown): Promise<BulkResult<RescheduleStatus>> {
+  const checked = checkIds(ids, 'ids');
+  const due = checkDate(dueAt, 'dueAt');
+  if (!due) throw invalidInput('rescheduleTimers needs dueAt: the new due time (a Date).');
+  const { table, column: c } = ops.db.tables.saga_timer;
+  const states = await rowStates(ops, 'saga_timer', checked);
+  return perItem<RescheduleStatus>(
+    checked,
+    async (id) => {
+      if (!states.has(id)) return ITEM_STATUSES.NOT_FOUND;
+      const changed = await runStatement(
+        ops.db.em.fork({ clear: true }),
+        `update ${table} set ${c.dueAt} = ?, ${c.availableAt} = ?, ${c.lockedUntil} = null, ${c.deliveryStartedAt} = null,
+           ${c.token} = ${ops.db.dialect.newTokenSql}
+         where ${c.id} = ? and ${c.dispatchedAt} is null`,
+        [due, due, id],
+      );
+      return changed === 1 ? ITEM_STATUSES.RESCHEDULED : ITEM_STATUSES.NOT_PENDING;
+    },
+    ITEM_STATUSES.RESCHEDULED,
+  );
+}

@@ -1,0 +1,227 @@
+import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
+import type { OutboxProperty, TimerProperty } from '../sql/database-context.js';
+import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
+import { queryRows } from '../sql/sql-executor.js';
+import { checkLimit, checkName, checkOneOf, checkUuid, invalidInput } from './operation-input.js';
+import {
+  DISPATCH_ROW_STATUSES,
+  type DispatchRowQuery,
+  type DispatchRowStatus,
+  type HandledMessageRow,
+  type OutboxRow,
+  type Page,
+  type SagaDetail,
+  type TimerRow,
+} from './operation-types.js';
+import type { OperationsContext } from './operations-context.js';
+import { decodeCursor, encodeCursor } from './page-cursor.js';
+
+/** The statuses a row of each table can have. */
+export const TABLE_STATUSES: Readonly<Record<DispatchTable, readonly DispatchRowStatus[]>> = {
+  saga_timer: ['pending', 'leased', 'dead_lettered', 'missed', 'fired', 'discarded'],
+  saga_outbox: ['pending', 'leased', 'dead_lettered', 'published'],
+};
+
+const TIMER_COLUMNS: readonly TimerProperty[] = [
+  'id',
+  'sagaType',
+  'sagaId',
+  'name',
+  'step',
+  'messageType',
+  'payload',
+  'dueAt',
+  'availableAt',
+  'attempts',
+  'lastError',
+  'lockedUntil',
+  'dispatchedAt',
+  'outcome',
+  'deadLetteredAt',
+  'deadLetterReason',
+  'correlationId',
+  'createdAt',
+];
+const OUTBOX_COLUMNS: readonly OutboxProperty[] = [
+  'id',
+  'sagaType',
+  'sagaId',
+  'messageType',
+  'payload',
+  'headers',
+  'availableAt',
+  'attempts',
+  'lastError',
+  'lockedUntil',
+  'dispatchedAt',
+  'outcome',
+  'deadLetteredAt',
+  'deadLetterReason',
+  'correlationId',
+  'createdAt',
+];
+
+/** `select` list of a table's operator columns, aliased to property names. */
+function selectList(ops: OperationsContext, table: DispatchTable): string {
+  const column = ops.db.tables[table].column as Record<string, string>;
+  const properties = table === DISPATCH_TABLES.timer ? TIMER_COLUMNS : OUTBOX_COLUMNS;
+  return properties.map((p) => `${column[p]} as "${p}"`).join(', ');
+}
+
+/** The SQL condition (and its parameters) of one status, at `now`. */
+export function statusCondition(ops: OperationsContext, table: DispatchTable, status: DispatchRowStatus, now: Date) {
+  const c = ops.db.tables[table].column as Record<string, string>;
+  if (status === DISPATCH_ROW_STATUSES.PENDING) {
+    return { sql: `${c.dispatchedAt} is null and (${c.lockedUntil} is null or ${c.lockedUntil} <= ?)`, params: [now] };
+  }
+  if (status === DISPATCH_ROW_STATUSES.LEASED) return { sql: `${c.dispatchedAt} is null and ${c.lockedUntil} > ?`, params: [now] };
+  return { sql: `${c.dispatchedAt} is not null and ${c.outcome} = ?`, params: [status] };
+}
+
+type RowOf<T extends DispatchTable> = T extends 'saga_timer' ? TimerRow : OutboxRow;
+
+/** Reads the rows of `table` matching `where`, ordered and limited in SQL, as operator rows. */
+async function readRows<T extends DispatchTable>(
+  ops: OperationsContext,
+  table: T,
+  where: readonly string[],
+  params: readonly unknown[],
+  orderBy: string,
+  limit: number,
+): Promise<RowOf<T>[]> {
+  const now = ops.clock.now();
+  const rows = await queryRows<Record<string, unknown>>(
+    ops.db.em.fork({ clear: true }),
+    `select ${selectList(ops, table)} from ${ops.db.tables[table].table}
+     ${where.length ? `where ${where.join(' and ')}` : ''} order by ${orderBy} limit ?`,
+    [...params, limit],
+  );
+  return rows.map((row) => rowOf(ops, table, row, now) as RowOf<T>);
+}
+
+function rowOf(ops: OperationsContext, table: DispatchTable, row: Record<string, unknown>, now: Date): TimerRow | OutboxRow {
+  const { readDate, readJson } = ops.db.dialect;
+  const dispatchedAt = readDate(row.dispatchedAt);
+  const lockedUntil = readDate(row.lockedUntil);
+  const status: DispatchRowStatus = dispatchedAt
+    ? (String(row.outcome) as DispatchRowStatus)
+    : lockedUntil && lockedUntil > now
+      ? DISPATCH_ROW_STATUSES.LEASED
+      : DISPATCH_ROW_STATUSES.PENDING;
+  const common = {
+    id: String(row.id),
+    status,
+    sagaType: String(row.sagaType),
+    sagaId: String(row.sagaId),
+    messageType: String(row.messageType),
+    payload: readJsonLeniently(readJson, row.payload),
+    availableAt: readDate(row.availableAt)!,
+    attempts: Number(row.attempts),
+    lastError: (row.lastError as string | null) ?? null,
+    lockedUntil,
+    dispatchedAt,
+    deadLetteredAt: readDate(row.deadLetteredAt),
+    deadLetterReason: (row.deadLetterReason as string | null) ?? null,
+    correlationId: (row.correlationId as string | null) ?? null,
+    createdAt: readDate(row.createdAt)!,
+  };
+  if (table === DISPATCH_TABLES.outbox) {
+    return { ...common, headers: readJsonLeniently(readJson, row.headers) as Record<string, string> };
+  }
+  return { ...common, name: String(row.name), step: (row.step as string | null) ?? null, dueAt: readDate(row.dueAt)! };
+}
+
+/** A payload that is not JSON (a row written by hand) is shown as its text rather than failing the listing. */
+function readJsonLeniently(readJson: (value: unknown) => unknown, value: unknown): unknown {
+  try {
+    return readJson(value);
+  } catch {
+    return value;
+  }
+}
+
+/** Lists timers or outbox rows newest first (created_at, id), filtered and paged in SQL. */
+export async function listDispatchRows<T extends DispatchTable>(
+  ops: OperationsContext,
+  table: T,
+  query: DispatchRowQuery,
+): Promise<Page<RowOf<T>>> {
+  if (typeof query !== 'object' || query === null) throw invalidInput('Listing rows needs a query object with a limit.');
+  const limit = checkLimit(query.limit, 'limit');
+  const c = ops.db.tables[table].column as Record<string, string>;
+  const filters = {
+    table,
+    status: checkOneOf(query.status, 'status', TABLE_STATUSES[table]),
+    sagaType: checkName(query.sagaType, 'The sagaType filter', COLUMN_LIMITS.sagaType),
+    sagaId: query.sagaId === undefined ? undefined : checkUuid(query.sagaId, 'The sagaId filter'),
+    messageType: checkName(query.messageType, 'The messageType filter', COLUMN_LIMITS.messageType),
+    name: checkName(query.name, 'The name filter', COLUMN_LIMITS.timerName),
+  };
+  if (filters.name !== undefined && table !== DISPATCH_TABLES.timer) throw invalidInput('Outbox rows have no name to filter by.');
+  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor, filters, new Set());
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (filters.status) {
+    const condition = statusCondition(ops, table, filters.status, ops.clock.now());
+    where.push(condition.sql);
+    params.push(...condition.params);
+  }
+  for (const key of ['sagaType', 'sagaId', 'messageType', 'name'] as const) {
+    if (filters[key] === undefined) continue;
+    where.push(`${c[key]} = ?`);
+    params.push(filters[key]);
+  }
+  if (after) {
+    const at = new Date(after.createdAtMs);
+    where.push(`(${c.createdAt} < ? or (${c.createdAt} = ? and ${c.id} < ?))`);
+    params.push(at, at, after.id);
+  }
+  const rows = await readRows(ops, table, where, params, `${c.createdAt} desc, ${c.id} desc`, limit + 1);
+  const items = rows.slice(0, limit);
+  const last = items[items.length - 1];
+  const nextCursor =
+    rows.length > limit && last ? encodeCursor({ createdAtMs: last.createdAt.getTime(), sagaType: '', id: last.id }, filters) : null;
+  return { items, nextCursor };
+}
+
+/** A saga's pending and recent timers, outbox rows and handled message ids, `recent` of each at most. */
+export async function sagaDispatchRows(
+  ops: OperationsContext,
+  sagaType: string,
+  sagaId: string,
+  recent: number,
+): Promise<Pick<SagaDetail, 'pendingTimers' | 'recentTimers' | 'outbox' | 'messageIds'>> {
+  const t = ops.db.tables.saga_timer.column;
+  const o = ops.db.tables.saga_outbox.column;
+  const ofTimer = [`${t.sagaType} = ?`, `${t.sagaId} = ?`];
+  const ofOutbox = [`${o.sagaType} = ?`, `${o.sagaId} = ?`];
+  const key = [sagaType, sagaId];
+  return {
+    pendingTimers: await readRows(ops, 'saga_timer', [...ofTimer, `${t.dispatchedAt} is null`], key, `${t.dueAt}, ${t.id}`, recent),
+    recentTimers: await readRows(
+      ops,
+      'saga_timer',
+      [...ofTimer, `${t.dispatchedAt} is not null`],
+      key,
+      `${t.dispatchedAt} desc, ${t.id} desc`,
+      recent,
+    ),
+    outbox: await readRows(ops, 'saga_outbox', ofOutbox, key, `${o.createdAt} desc, ${o.id} desc`, recent),
+    messageIds: await handledMessages(ops, sagaType, sagaId, recent),
+  };
+}
+
+async function handledMessages(ops: OperationsContext, sagaType: string, sagaId: string, limit: number): Promise<HandledMessageRow[]> {
+  const { table, column: c } = ops.handledMessages;
+  const rows = await queryRows<Record<string, unknown>>(
+    ops.db.em.fork({ clear: true }),
+    `select ${c.messageId} as "messageId", ${c.version} as "version", ${c.processedAt} as "processedAt" from ${table}
+     where ${c.sagaType} = ? and ${c.sagaId} = ? order by ${c.processedAt} desc, ${c.id} desc limit ?`,
+    [sagaType, sagaId, limit],
+  );
+  return rows.map((row) => ({
+    messageId: String(row.messageId),
+    version: Number(row.version),
+    processedAt: ops.db.dialect.readDate(row.processedAt)!,
+  }));
+}

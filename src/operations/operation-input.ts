@@ -1,0 +1,75 @@
+import { SagaValidationError } from '../errors.js';
+import { kindOf, nameProblem } from '../saga/stored-text.js';
+import { dueAtProblem } from '../time/due-date-range.js';
+
+/** Most rows one listing page (or one detail list) returns. */
+export const MAX_PAGE_LIMIT = 1_000;
+/** Default of `getSaga({ recent })`: rows per list of a saga's detail. */
+export const DEFAULT_RECENT_LIMIT = 20;
+/** Longest reason of a force-complete or reopen, in characters. */
+export const MAX_REASON_LENGTH = 500;
+/** Most ids one requeue, cancel or reschedule call takes. */
+export const MAX_IDS_PER_CALL = 1_000;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Refuses an operator input: `what` names the option, never its value. */
+export function invalidInput(message: string, details: Record<string, unknown> = {}): SagaValidationError {
+  return new SagaValidationError('OPTION_INVALID', message, details);
+}
+
+/** An integer in `1..max`. */
+export function checkLimit(value: unknown, what: string, max = MAX_PAGE_LIMIT): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+    throw invalidInput(`${what} must be an integer from 1 to ${max}; got ${kindOf(value)}${typeof value === 'number' ? ` ${value}` : ''}.`);
+  }
+  return value;
+}
+
+/** A valid Date within the range both databases store, or undefined when not given. */
+export function checkDate(value: unknown, what: string): Date | undefined {
+  if (value === undefined) return undefined;
+  const problem = value instanceof Date ? dueAtProblem(value.getTime()) : `is ${kindOf(value)}, not a Date`;
+  if (problem) throw invalidInput(`${what} ${problem}: pass a valid Date between 1970 and 9999.`);
+  return value as Date;
+}
+
+/** A uuid in its 36-character form, returned in lower case. */
+export function checkUuid(value: unknown, what: string): string {
+  if (typeof value !== 'string' || !UUID.test(value)) {
+    throw invalidInput(`${what} must be a uuid (36 characters, as the row's id is shown); got ${kindOf(value)}.`);
+  }
+  return value.toLowerCase();
+}
+
+/** A list of 1 to {@link MAX_IDS_PER_CALL} uuids, deduplicated in the order given. */
+export function checkIds(value: unknown, what: string): string[] {
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_IDS_PER_CALL) {
+    throw invalidInput(`${what} must be an array of 1 to ${MAX_IDS_PER_CALL} ids.`);
+  }
+  return [...new Set(value.map((id, index) => checkUuid(id, `${what}[${index}]`)))];
+}
+
+/** A stored name (saga type, timer name, message type, step) of at most `maxLength` characters, or undefined. */
+export function checkName(value: unknown, what: string, maxLength: number): string | undefined {
+  if (value === undefined) return undefined;
+  const problem = nameProblem(value, { maxLength });
+  if (problem) throw invalidInput(`${what} ${problem}: pass a value of 1 to ${maxLength} characters.`);
+  return value as string;
+}
+
+/** The reason of an operator change: 1 to {@link MAX_REASON_LENGTH} characters, not blank. */
+export function checkReason(value: unknown): string {
+  const problem = nameProblem(value, { maxLength: MAX_REASON_LENGTH, notBlank: true });
+  if (problem) throw invalidInput(`The reason ${problem}: say why, in 1 to ${MAX_REASON_LENGTH} characters.`);
+  return value as string;
+}
+
+/** One of `allowed`, or undefined when not given. */
+export function checkOneOf<T extends string>(value: unknown, what: string, allowed: readonly T[]): T | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+    throw invalidInput(`${what} must be one of ${allowed.join(', ')}.`);
+  }
+  return value as T;
+}

@@ -1,0 +1,60 @@
+import { createHash } from 'node:crypto';
+import { SagaValidationError } from '../errors.js';
+
+/** Where a page ended: the last row's sort key (newest first: created_at, then saga type, then id). */
+export interface PagePosition {
+  readonly createdAtMs: number;
+  /** The saga type of the last row ('' where the listing has one type per row table). */
+  readonly sagaType: string;
+  readonly id: string;
+}
+
+const VERSION = 1;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** A short digest of the query's filters, so a cursor is only accepted by the query that returned it. */
+function fingerprint(filters: unknown): string {
+  return createHash('sha256').update(JSON.stringify(filters)).digest('base64url').slice(0, 16);
+}
+
+/** An opaque cursor for the page after `position`, bound to `filters`. */
+export function encodeCursor(position: PagePosition, filters: unknown): string {
+  const body = [VERSION, position.createdAtMs, position.sagaType, position.id, fingerprint(filters)];
+  return Buffer.from(JSON.stringify(body), 'utf8').toString('base64url');
+}
+
+/**
+ * Reads a cursor returned by the same query.
+ * @throws SagaValidationError `CURSOR_INVALID` when it is not one: edited, truncated, or from other filters.
+ */
+export function decodeCursor(cursor: unknown, filters: unknown, knownTypes: ReadonlySet<string>): PagePosition {
+  const refuse = (why: string): never => {
+    throw new SagaValidationError(
+      'CURSOR_INVALID',
+      `The page cursor ${why}: pass the nextCursor of the previous page unchanged, with the same filters, or start again without a cursor.`,
+    );
+  };
+  if (typeof cursor !== 'string' || cursor.length === 0 || cursor.length > 1_000 || !/^[\w-]+$/.test(cursor)) {
+    return refuse('is not a cursor this library returned');
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    return refuse('is not a cursor this library returned');
+  }
+  if (!Array.isArray(body) || body.length !== 5 || body[0] !== VERSION) return refuse('is not a cursor this library returned');
+  const [, createdAtMs, sagaType, id, digest] = body as [number, unknown, unknown, unknown, unknown];
+  if (
+    typeof createdAtMs !== 'number' ||
+    !Number.isSafeInteger(createdAtMs) ||
+    typeof sagaType !== 'string' ||
+    (sagaType !== '' && !knownTypes.has(sagaType)) ||
+    typeof id !== 'string' ||
+    !UUID.test(id)
+  ) {
+    return refuse('was altered');
+  }
+  if (digest !== fingerprint(filters)) return refuse('belongs to a query with other filters');
+  return { createdAtMs, sagaType, id };
+}

@@ -1,0 +1,182 @@
+import type { EntityManager } from '@mikro-orm/core';
+import { SagaHandledMessage } from '../entities/saga-handled-message.js';
+import { SagaDefinitionError } from '../errors.js';
+import type { AnySagaDefinition } from '../saga/registered-saga.js';
+import { SagaRuntime } from '../saga/saga-runtime.js';
+import { tableNames } from '../sql/database-context.js';
+import { DISPATCH_TABLES } from '../sql/dispatch-statements.js';
+import type { Clock } from '../time/clock.js';
+import { cancelTimers, requeueRows, rescheduleTimers } from './dispatch-row-commands.js';
+import { listDispatchRows } from './dispatch-row-queries.js';
+import type {
+  ActiveSagaCount,
+  BulkResult,
+  CancelStatus,
+  DispatchRowQuery,
+  OutboxRow,
+  Page,
+  PurgeOptions,
+  PurgeReport,
+  RequeueStatus,
+  RescheduleStatus,
+  SagaChange,
+  SagaChangeRequest,
+  SagaDetail,
+  SagaListQuery,
+  SagaLookup,
+  SagaSummary,
+  TimerRow,
+} from './operation-types.js';
+import type { OperationsContext } from './operations-context.js';
+import { purge } from './retention.js';
+import { changeSaga } from './saga-commands.js';
+import { countActiveSagas, getSaga, listSagas } from './saga-queries.js';
+import { sagaTablesOf } from './saga-table.js';
+
+/** Options of {@link SagaOperations}: a runtime, or what one is built from. */
+export type SagaOperationsOptions =
+  | {
+      /** The application's runtime: its EntityManager, sagas, clock and message-id retention are used. */
+      readonly runtime: SagaRuntime;
+    }
+  | {
+      /** The application's EntityManager (`orm.em`). */
+      readonly em: EntityManager;
+      /** The saga definitions an operator may look at; other saga types are unknown to these operations. */
+      readonly sagas: readonly AnySagaDefinition[];
+      /** "Now" for lease status, force-complete and reopen stamps, requeue. Default: the system clock. */
+      readonly clock?: Clock;
+      /** How long handled message ids are kept (`purge({ expiredMessageIds })`), ms. Default 7 days, as the runtime's. */
+      readonly messageIds?: { readonly retentionMs?: number };
+    };
+
+/**
+ * What an operator does to sagas, timers and outbox rows: find, look at, force-complete or reopen a saga;
+ * list, requeue, cancel and reschedule timers and outbox rows; purge what retention allows. Every filter,
+ * order and limit runs in SQL on the tables MikroORM's metadata names; nothing loads a whole table.
+ *
+ * ```ts
+ * const ops = new SagaOperations({ runtime });
+ * const dead = await ops.listTimers({ status: 'dead_lettered', limit: 50 });
+ * await ops.requeueTimers(dead.items.map((t) => t.id));
+ * ```
+ */
+export class SagaOperations {
+  private readonly ops: OperationsContext;
+
+  /** @throws SagaDefinitionError when a saga's entity is not registered, or an option is out of range. */
+  constructor(options: SagaOperationsOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new SagaDefinitionError('OPTION_INVALID', 'SagaOperations needs { runtime } or { em, sagas }.');
+    }
+    const runtime =
+      'runtime' in options
+        ? options.runtime
+        : new SagaRuntime({
+            em: options.em,
+            sagas: options.sagas,
+            clock: options.clock,
+            messageIds: options.messageIds,
+            verifySchema: false,
+          });
+    if (!(runtime instanceof SagaRuntime))
+      throw new SagaDefinitionError('OPTION_INVALID', "SagaOperations: 'runtime' must be a SagaRuntime.");
+    const { em } = runtime.options;
+    this.ops = {
+      db: runtime.context,
+      runtime,
+      clock: runtime.options.clock,
+      sagas: sagaTablesOf(em, runtime.options.sagas),
+      handledMessages: tableNames(em, SagaHandledMessage.name),
+    };
+  }
+
+  /** The saga types these operations know, in registration order. */
+  get sagaTypes(): string[] {
+    return [...this.ops.sagas.keys()];
+  }
+
+  /**
+   * Sagas of one type (or all registered types, merged), newest first (`created_at`, then type, then id),
+   * filtered, ordered and limited in SQL; walk further pages with `nextCursor`.
+   * @throws SagaValidationError `OPTION_INVALID` (limit, dates, filters), `SAGA_TYPE_UNKNOWN`, `CURSOR_INVALID`,
+   *   `CORRELATION_INVALID`.
+   */
+  listSagas(query: SagaListQuery): Promise<Page<SagaSummary>> {
+    return listSagas(this.ops, query);
+  }
+
+  /**
+   * One saga by id or correlation value: its state, pending and recent timers, outbox rows and handled message ids.
+   * @returns undefined when there is no such saga.
+   */
+  getSaga(lookup: SagaLookup): Promise<SagaDetail | undefined> {
+    return getSaga(this.ops, lookup);
+  }
+
+  /** The number of active sagas of each registered type (one count over each table's active-row index). */
+  countActiveSagas(): Promise<ActiveSagaCount[]> {
+    return countActiveSagas(this.ops);
+  }
+
+  /**
+   * Completes an active saga now, deletes its pending timers and writes a `SagaForceCompleted` audit message to
+   * the outbox, in one transaction guarded by its version.
+   * @throws SagaValidationError `SAGA_NOT_FOUND`, `SAGA_STATE_CONFLICT` (already completed), `OPTION_INVALID`.
+   * @throws SagaConcurrencyError `VERSION_CONFLICT`: the saga moved on (or is not at `expectedVersion`); nothing was written.
+   */
+  forceComplete(request: SagaChangeRequest): Promise<SagaChange> {
+    return changeSaga(this.ops, 'forceComplete', request);
+  }
+
+  /**
+   * Reopens a completed saga (`completed_at` cleared) and writes a `SagaReopened` audit message to the outbox,
+   * in one transaction guarded by its version. Timers are not restored: the next message schedules what it needs.
+   * @throws as {@link forceComplete}; `SAGA_STATE_CONFLICT` when the saga is active.
+   */
+  reopen(request: SagaChangeRequest): Promise<SagaChange> {
+    return changeSaga(this.ops, 'reopen', request);
+  }
+
+  /** Timers by status, saga, name and message type, newest first (`created_at`, id), paged with `nextCursor`. */
+  listTimers(query: DispatchRowQuery): Promise<Page<TimerRow>> {
+    return listDispatchRows(this.ops, DISPATCH_TABLES.timer, query);
+  }
+
+  /** Outbox rows by status, saga and message type, newest first (`created_at`, id), paged with `nextCursor`. */
+  listOutbox(query: DispatchRowQuery): Promise<Page<OutboxRow>> {
+    return listDispatchRows(this.ops, DISPATCH_TABLES.outbox, query);
+  }
+
+  /**
+   * Puts dead-lettered timers back in the pending set (due now, attempts 0, new token). One result per id:
+   * `requeued`, `not_found`, `not_dead_lettered`, or `conflict` when a timer of that name is pending on the saga.
+   */
+  requeueTimers(ids: readonly string[]): Promise<BulkResult<RequeueStatus>> {
+    return requeueRows(this.ops, DISPATCH_TABLES.timer, ids);
+  }
+
+  /** Puts dead-lettered outbox rows back in the pending set. One result per id. */
+  requeueOutbox(ids: readonly string[]): Promise<BulkResult<RequeueStatus>> {
+    return requeueRows(this.ops, DISPATCH_TABLES.outbox, ids);
+  }
+
+  /** Deletes pending timers: `cancelled`, `not_found` or `not_pending` per id. */
+  cancelTimers(ids: readonly string[]): Promise<BulkResult<CancelStatus>> {
+    return cancelTimers(this.ops, ids);
+  }
+
+  /** Moves pending timers to `dueAt` with a new token: `rescheduled`, `not_found` or `not_pending` per id. */
+  rescheduleTimers(ids: readonly string[], dueAt: Date): Promise<BulkResult<RescheduleStatus>> {
+    return rescheduleTimers(this.ops, ids, dueAt);
+  }
+
+  /**
+   * Deletes what retention allows, in bounded batches (each one short statement or transaction); safe from
+   * several processes at once.
+   * @throws SagaValidationError `OPTION_INVALID` for a bad cutoff, batch size, or nothing to do.
+   */
+  purge(options: PurgeOptions): Promise<PurgeReport> {
+    return purge(this.ops, options);
+  }
+}

@@ -1,0 +1,184 @@
+import { wrap } from '@mikro-orm/core';
+import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
+import { SagaValidationError } from '../errors.js';
+import { labelOf } from '../saga/stored-text.js';
+import { queryRows } from '../sql/sql-executor.js';
+import { sagaDispatchRows } from './dispatch-row-queries.js';
+import { checkDate, checkLimit, checkName, checkOneOf, checkUuid, DEFAULT_RECENT_LIMIT, invalidInput } from './operation-input.js';
+import {
+  type ActiveSagaCount,
+  type Page,
+  SAGA_STATUSES,
+  type SagaDetail,
+  type SagaListQuery,
+  type SagaLookup,
+  type SagaStatus,
+  type SagaSummary,
+} from './operation-types.js';
+import type { OperationsContext } from './operations-context.js';
+import { decodeCursor, encodeCursor, type PagePosition } from './page-cursor.js';
+import type { SagaTable } from './saga-table.js';
+
+/** The registered saga table of `sagaType`. @throws SagaValidationError `SAGA_TYPE_UNKNOWN`. */
+export function sagaTableOf(ops: OperationsContext, sagaType: unknown): SagaTable {
+  const table = typeof sagaType === 'string' ? ops.sagas.get(sagaType) : undefined;
+  if (!table) {
+    throw new SagaValidationError(
+      'SAGA_TYPE_UNKNOWN',
+      `Saga type ${labelOf(sagaType)} is not registered with these operations: pass one of ${[...ops.sagas.keys()].join(', ') || '(none)'}, or register its definition.`,
+    );
+  }
+  return table;
+}
+
+interface SagaFilters {
+  readonly types: readonly SagaTable[];
+  readonly status: SagaStatus;
+  readonly correlation: unknown;
+  readonly step: string | undefined;
+  readonly createdAfter: Date | undefined;
+  readonly createdBefore: Date | undefined;
+}
+
+function checkSagaQuery(ops: OperationsContext, query: SagaListQuery): SagaFilters {
+  if (typeof query !== 'object' || query === null) throw invalidInput('listSagas needs a query object with a limit.');
+  const single = query.sagaType === undefined ? undefined : sagaTableOf(ops, query.sagaType);
+  if ((query.correlation !== undefined || query.step !== undefined) && !single) {
+    throw invalidInput('Filtering by correlation or step needs a sagaType: each saga type has its own columns.');
+  }
+  if (query.step !== undefined && single?.column.step === null) {
+    throw invalidInput(`Saga ${single.sagaType} has no stepProperty, so it cannot be filtered by step.`, { sagaType: single.sagaType });
+  }
+  return {
+    types: single ? [single] : [...ops.sagas.values()],
+    status: checkOneOf(query.status, 'status', Object.values(SAGA_STATUSES)) ?? SAGA_STATUSES.ALL,
+    correlation: query.correlation === undefined ? undefined : single!.checkCorrelation(query.correlation, 'the correlation filter'),
+    step: checkName(query.step, 'The step filter', COLUMN_LIMITS.step),
+    createdAfter: checkDate(query.createdAfter, 'createdAfter'),
+    createdBefore: checkDate(query.createdBefore, 'createdBefore'),
+  };
+}
+
+/** One saga table's part of a listing: its filters and the keyset condition after `after`. */
+function sagaBranch(saga: SagaTable, filters: SagaFilters, after: PagePosition | undefined, limit: number, index: number) {
+  const c = saga.column;
+  const where: string[] = [];
+  const params: unknown[] = [saga.sagaType];
+  const add = (sql: string, ...values: unknown[]) => {
+    where.push(sql);
+    params.push(...values);
+  };
+  if (filters.status === SAGA_STATUSES.ACTIVE) add(`${c.completedAt} is null`);
+  if (filters.status === SAGA_STATUSES.COMPLETED) add(`${c.completedAt} is not null`);
+  if (filters.correlation !== undefined) add(`${c.correlation} = ?`, filters.correlation);
+  if (filters.step !== undefined && c.step) add(`${c.step} = ?`, filters.step);
+  if (filters.createdAfter) add(`${c.createdAt} >= ?`, filters.createdAfter);
+  if (filters.createdBefore) add(`${c.createdAt} < ?`, filters.createdBefore);
+  if (after) {
+    // Newest first over (created_at, saga type, id): the saga type is constant within a table, so it decides here.
+    const at = new Date(after.createdAtMs);
+    if (saga.sagaType < after.sagaType) add(`${c.createdAt} <= ?`, at);
+    else if (saga.sagaType > after.sagaType) add(`${c.createdAt} < ?`, at);
+    else add(`(${c.createdAt} < ? or (${c.createdAt} = ? and ${c.id} < ?))`, at, at, after.id);
+  }
+  params.push(limit);
+  const step = c.step ? `cast(${c.step} as text)` : 'cast(null as text)';
+  const sql = `select * from (select cast(? as text) as "sagaType", ${c.id} as "id", cast(${c.correlation} as text) as "correlation",
+      ${step} as "step", ${c.version} as "version", ${c.createdAt} as "createdAt", ${c.updatedAt} as "updatedAt",
+      ${c.completedAt} as "completedAt"
+    from ${saga.table}${where.length ? ` where ${where.join(' and ')}` : ''}
+    order by ${c.createdAt} desc, ${c.id} desc limit ?) as "part${index}"`;
+  return { sql, params };
+}
+
+/** Lists sagas newest first, filtered and paged in SQL (one statement over every type asked for). */
+export async function listSagas(ops: OperationsContext, query: SagaListQuery): Promise<Page<SagaSummary>> {
+  const filters = checkSagaQuery(ops, query);
+  const limit = checkLimit(query.limit, 'limit');
+  const fingerprint = { ...filters, types: filters.types.map((t) => t.sagaType) };
+  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor, fingerprint, new Set(ops.sagas.keys()));
+  if (filters.types.length === 0) return { items: [], nextCursor: null };
+  // One more than the page, to know whether a next page exists.
+  const branches = filters.types.map((saga, index) => sagaBranch(saga, filters, after, limit + 1, index));
+  const rows = await queryRows<Record<string, unknown>>(
+    ops.db.em.fork({ clear: true }),
+    `${branches.map((b) => b.sql).join(' union all ')} order by "createdAt" desc, "sagaType" desc, "id" desc limit ?`,
+    [...branches.flatMap((b) => b.params), limit + 1],
+  );
+  const items = rows.slice(0, limit).map((row) => summaryOf(ops, row));
+  const last = items[items.length - 1];
+  const nextCursor =
+    rows.length > limit && last
+      ? encodeCursor({ createdAtMs: last.createdAt.getTime(), sagaType: last.sagaType, id: last.id }, fingerprint)
+      : null;
+  return { items, nextCursor };
+}
+
+function summaryOf(ops: OperationsContext, row: Record<string, unknown>): SagaSummary {
+  const { readDate } = ops.db.dialect;
+  return {
+    sagaType: String(row.sagaType),
+    id: String(row.id),
+    correlation: row.correlation == null ? null : String(row.correlation),
+    step: row.step == null ? null : String(row.step),
+    version: Number(row.version),
+    createdAt: readDate(row.createdAt)!,
+    updatedAt: readDate(row.updatedAt)!,
+    completedAt: readDate(row.completedAt),
+  };
+}
+
+/**
+ * One saga with its state, pending and recent timers, outbox rows and handled message ids.
+ * @returns undefined when no saga of that type has that id (or correlation value).
+ */
+export async function getSaga(ops: OperationsContext, lookup: SagaLookup): Promise<SagaDetail | undefined> {
+  if (typeof lookup !== 'object' || lookup === null) throw invalidInput('getSaga needs { sagaType, sagaId } or { sagaType, correlation }.');
+  const saga = sagaTableOf(ops, lookup.sagaType);
+  if ((lookup.sagaId === undefined) === (lookup.correlation === undefined)) {
+    throw invalidInput('getSaga needs exactly one of sagaId and correlation.', { sagaType: saga.sagaType });
+  }
+  const recent = lookup.recent === undefined ? DEFAULT_RECENT_LIMIT : checkLimit(lookup.recent, 'recent');
+  const where =
+    lookup.sagaId !== undefined
+      ? { id: checkUuid(lookup.sagaId, 'sagaId') }
+      : { [saga.definition.correlationProperty]: saga.checkCorrelation(lookup.correlation, 'the correlation lookup') };
+  const em = ops.db.em.fork({ clear: true });
+  const entity = await em.findOne(saga.meta.class, where as never);
+  if (!entity) return undefined;
+  const state = wrap(entity as object).toObject() as Record<string, unknown>;
+  const id = String(state.id);
+  const summary = summaryFromState(saga, state);
+  return { ...summary, state, ...(await sagaDispatchRows(ops, saga.sagaType, id, recent)) };
+}
+
+function summaryFromState(saga: SagaTable, state: Record<string, unknown>): SagaSummary {
+  const stepProperty = saga.definition.stepProperty;
+  const correlation = state[saga.definition.correlationProperty];
+  const step = stepProperty === undefined ? null : state[stepProperty];
+  return {
+    sagaType: saga.sagaType,
+    id: String(state.id),
+    correlation: correlation == null ? null : String(correlation),
+    step: step == null ? null : String(step),
+    version: Number(state.version),
+    createdAt: state.createdAt as Date,
+    updatedAt: state.updatedAt as Date,
+    completedAt: (state.completedAt as Date | null) ?? null,
+  };
+}
+
+/** Active sagas per registered type (one count per table over its active-row index), in registration order. */
+export async function countActiveSagas(ops: OperationsContext): Promise<ActiveSagaCount[]> {
+  const em = ops.db.em.fork({ clear: true });
+  const counts: ActiveSagaCount[] = [];
+  for (const saga of ops.sagas.values()) {
+    const rows = await queryRows<{ n: number | string }>(
+      em,
+      `select count(*) as "n" from ${saga.table} where ${saga.column.completedAt} is null`,
+      [],
+    );
+    counts.push({ sagaType: saga.sagaType, active: Number(rows[0]?.n ?? 0) });
+  }
+  return counts;
+}

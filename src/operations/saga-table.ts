@@ -1,0 +1,62 @@
+import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
+import { SagaDefinitionError } from '../errors.js';
+import { type CorrelationCheck, correlationCheckFor } from '../saga/correlation-value.js';
+import type { AnySagaDefinition } from '../saga/registered-saga.js';
+
+/** A registered saga's table as the operator statements name it: quoted names read from MikroORM's metadata. */
+export interface SagaTable {
+  readonly sagaType: string;
+  readonly definition: AnySagaDefinition;
+  readonly meta: EntityMetadata;
+  /** The quoted table name. */
+  readonly table: string;
+  /** Quoted columns of the base properties, the correlation property and the step property (null without one). */
+  readonly column: {
+    readonly id: string;
+    readonly createdAt: string;
+    readonly updatedAt: string;
+    readonly completedAt: string;
+    readonly version: string;
+    readonly correlation: string;
+    readonly step: string | null;
+  };
+  /** Checks an operator's correlation value as an incoming message's value is checked. */
+  readonly checkCorrelation: CorrelationCheck;
+}
+
+/**
+ * Reads the table of each saga from MikroORM's metadata.
+ * @throws SagaDefinitionError `DEFINITION_INVALID` when a state entity is not registered.
+ */
+export function sagaTablesOf(em: EntityManager, sagas: readonly AnySagaDefinition[]): Map<string, SagaTable> {
+  const tables = new Map<string, SagaTable>();
+  const platform = em.getPlatform();
+  for (const definition of sagas) {
+    const meta = em.getMetadata().find(definition.state.name);
+    if (!meta || meta.class !== definition.state) {
+      throw new SagaDefinitionError(
+        'DEFINITION_INVALID',
+        `Saga ${definition.name}: entity ${definition.state.name} is not registered in MikroORM: add it to the 'entities' of your ORM config.`,
+        { sagaType: definition.name },
+      );
+    }
+    const field = (property: string) => platform.quoteIdentifier(meta.properties[property as never]!.fieldNames[0]!);
+    tables.set(definition.name, {
+      sagaType: definition.name,
+      definition,
+      meta,
+      table: platform.quoteIdentifier(meta.schema ? `${meta.schema}.${meta.tableName}` : meta.tableName),
+      column: {
+        id: field('id'),
+        createdAt: field('createdAt'),
+        updatedAt: field('updatedAt'),
+        completedAt: field('completedAt'),
+        version: field('version'),
+        correlation: field(definition.correlationProperty),
+        step: definition.stepProperty === undefined ? null : field(definition.stepProperty),
+      },
+      checkCorrelation: correlationCheckFor(definition.name, meta.properties[definition.correlationProperty as never]!),
+    });
+  }
+  return tables;
+}

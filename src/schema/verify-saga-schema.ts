@@ -1,0 +1,205 @@
+import type { EntityManager, EntityMetadata, EntityProperty } from '@mikro-orm/core';
+import { dialectOf } from '../dialect/dialect-adapter.js';
+import { SagaHandledMessage } from '../entities/saga-handled-message.js';
+import { SagaOutbox } from '../entities/saga-outbox.js';
+import { SagaTimer } from '../entities/saga-timer.js';
+import { SagaDefinitionError, SagaSchemaError } from '../errors.js';
+import type { AnySagaDefinition } from '../saga/registered-saga.js';
+import { type CatalogTable, normalizeSql, readCatalog } from './read-catalog.js';
+
+/** What a {@link SchemaProblem} found wrong. */
+export const SCHEMA_PROBLEM_KINDS = {
+  TABLE_MISSING: 'table_missing',
+  COLUMN_MISSING: 'column_missing',
+  /** The column's type is of another family (text, uuid, integer, number, datetime, json, boolean). */
+  COLUMN_TYPE: 'column_type',
+  COLUMN_NULLABILITY: 'column_nullability',
+  INDEX_MISSING: 'index_missing',
+  /** An index of that name exists with another definition (columns, filter or uniqueness). */
+  INDEX_DIFFERENT: 'index_different',
+} as const;
+/** What a {@link SchemaProblem} found wrong. */
+export type SchemaProblemKind = (typeof SCHEMA_PROBLEM_KINDS)[keyof typeof SCHEMA_PROBLEM_KINDS];
+
+/** One difference between the connected database and what the library and the registered sagas need. */
+export interface SchemaProblem {
+  readonly kind: SchemaProblemKind;
+  readonly table: string;
+  /** The column or index name; the table name for `table_missing`. */
+  readonly item: string;
+  /** What was expected (a type family, `null`/`not null`, an index definition). */
+  readonly expected?: string;
+  /** What the database has. */
+  readonly actual?: string;
+}
+
+/** Options of {@link verifySagaSchema}. */
+export interface VerifySagaSchemaOptions {
+  /** The application's EntityManager (`orm.em`). */
+  readonly em: EntityManager;
+  /** Saga definitions whose tables are checked too. Default: none (library tables only). */
+  readonly sagas?: readonly AnySagaDefinition[];
+}
+
+/** The command that fixes any schema problem, quoted in every `SagaSchemaError` of the check. */
+export const SCHEMA_FIX =
+  "run your migrations: the library's (SAGA_MIGRATIONS from 'mikro-orm-saga/migrations') or your own, generated with " +
+  '`npx mikro-orm migration:create` after adding SAGA_ENTITIES and your saga entities, then `npx mikro-orm migration:up` (docs/migrations.md)';
+
+/** What one table must have. */
+interface ExpectedTable {
+  readonly table: string;
+  readonly columns: readonly EntityProperty[];
+  /** Indexes by name (or by filter only, for a saga's active-row index): normalised tail `columns + where`. */
+  readonly indexes: readonly { readonly name: string | undefined; readonly unique: boolean; readonly tail: string }[];
+}
+
+const LIBRARY_ENTITIES = [SagaTimer.name, SagaOutbox.name, SagaHandledMessage.name];
+const BASE_PROPERTIES = ['id', 'createdAt', 'updatedAt', 'completedAt', 'version'];
+
+function libraryTable(meta: EntityMetadata): ExpectedTable {
+  const indexes = [...meta.indexes, ...meta.uniques]
+    .filter((index): index is typeof index & { name: string; expression: string } => typeof index.expression === 'string' && !!index.name)
+    .map((index) => {
+      const sql = normalizeSql(index.expression);
+      const on = `on${meta.tableName}`;
+      return { name: index.name, unique: sql.startsWith('createunique'), tail: sql.slice(sql.indexOf(on) + on.length) };
+    });
+  return { table: meta.tableName, columns: Object.values(meta.properties).filter((p) => p.fieldNames?.length === 1), indexes };
+}
+
+function sagaTable(meta: EntityMetadata): ExpectedTable {
+  const completedAt = meta.properties['completedAt' as never]?.fieldNames[0] ?? 'completed_at';
+  return {
+    table: meta.tableName,
+    columns: BASE_PROPERTIES.map((name) => meta.properties[name as never]).filter((p): p is EntityProperty => p !== undefined),
+    indexes: [{ name: undefined, unique: false, tail: `where${completedAt}isnull` }],
+  };
+}
+
+/** The type family a column type belongs to: types compare loosely (varchar(100) and text are both text). */
+export function typeFamily(type: string): string {
+  const t = type.toLowerCase();
+  const families: [RegExp, string][] = [
+    [/uuid/, 'uuid'],
+    [/json/, 'json'],
+    [/time|date/, 'datetime'],
+    [/bool/, 'boolean'],
+    [/int/, 'integer'],
+    [/char|text|clob|string/, 'text'],
+    [/real|double|float|numeric|decimal/, 'number'],
+  ];
+  return families.find(([pattern]) => pattern.test(t))?.[1] ?? t;
+}
+
+function compareTable(expected: ExpectedTable, actual: CatalogTable | undefined): SchemaProblem[] {
+  const { table } = expected;
+  if (!actual) return [{ kind: SCHEMA_PROBLEM_KINDS.TABLE_MISSING, table, item: table }];
+  const problems: SchemaProblem[] = [];
+  for (const property of expected.columns) {
+    const item = property.fieldNames[0]!;
+    const column = actual.columns.get(item);
+    if (!column) {
+      problems.push({ kind: SCHEMA_PROBLEM_KINDS.COLUMN_MISSING, table, item });
+      continue;
+    }
+    const want = typeFamily(property.columnTypes?.[0] ?? String(property.type));
+    if (typeFamily(column.type) !== want) {
+      problems.push({ kind: SCHEMA_PROBLEM_KINDS.COLUMN_TYPE, table, item, expected: want, actual: column.type });
+    }
+    const nullable = property.nullable === true;
+    if (column.nullable !== nullable) {
+      const label = (n: boolean) => (n ? 'null' : 'not null');
+      problems.push({
+        kind: SCHEMA_PROBLEM_KINDS.COLUMN_NULLABILITY,
+        table,
+        item,
+        expected: label(nullable),
+        actual: label(column.nullable),
+      });
+    }
+  }
+  for (const index of expected.indexes) problems.push(...compareIndex(table, index, actual));
+  return problems;
+}
+
+function compareIndex(table: string, index: ExpectedTable['indexes'][number], actual: CatalogTable): SchemaProblem[] {
+  const matches = (i: CatalogTable['indexes'][number]) => i.definition.endsWith(index.tail) && i.unique === index.unique;
+  const expected = `${index.unique ? 'unique ' : ''}(${index.tail})`;
+  if (index.name === undefined) {
+    return actual.indexes.some(matches)
+      ? []
+      : [{ kind: SCHEMA_PROBLEM_KINDS.INDEX_MISSING, table, item: `active-row index on ${table}`, expected }];
+  }
+  const found = actual.indexes.find((i) => i.name === index.name);
+  if (!found) return [{ kind: SCHEMA_PROBLEM_KINDS.INDEX_MISSING, table, item: index.name, expected }];
+  return matches(found)
+    ? []
+    : [{ kind: SCHEMA_PROBLEM_KINDS.INDEX_DIFFERENT, table, item: index.name, expected, actual: found.definition }];
+}
+
+/**
+ * Compares the connected database with what the library needs (`saga_timer`, `saga_outbox`,
+ * `saga_handled_message`: every column, its type family and nullability, the filtered unique pending-name
+ * index and the partial due indexes) and with each registered saga table (the base columns and the
+ * active-row index). Reads the catalog only: PostgreSQL `information_schema` and `pg_indexes`, SQLite
+ * `pragma_table_info` and `sqlite_master`. Tables of the connection's default schema.
+ * @returns every difference found; empty when the schema fits.
+ */
+export async function inspectSagaSchema(options: VerifySagaSchemaOptions): Promise<SchemaProblem[]> {
+  const { em } = options;
+  const metadata = em.getMetadata();
+  const expected: ExpectedTable[] = [];
+  for (const name of LIBRARY_ENTITIES) {
+    const meta = metadata.find(name);
+    if (!meta) {
+      throw new SagaDefinitionError(
+        'DEFINITION_INVALID',
+        `Entity ${name} is not registered in MikroORM: add SAGA_ENTITIES from mikro-orm-saga to the 'entities' of your ORM config.`,
+      );
+    }
+    expected.push(libraryTable(meta));
+  }
+  for (const saga of options.sagas ?? []) {
+    const meta = metadata.find(saga.state.name);
+    if (meta) expected.push(sagaTable(meta));
+  }
+  const catalog = await readCatalog(em.fork({ clear: true }), dialectOf(em), [...new Set(expected.map((t) => t.table))]);
+  return expected.flatMap((table) => compareTable(table, catalog.get(table.table)));
+}
+
+/**
+ * Checks the schema as {@link inspectSagaSchema} does and throws when anything differs. The runtime runs it
+ * before its first unit of work and the dispatcher before its first pass, unless `verifySchema: false`.
+ * @throws SagaSchemaError `SCHEMA_INVALID` naming every missing or different item (`details.problems`) and the command that fixes it.
+ */
+export async function verifySagaSchema(options: VerifySagaSchemaOptions): Promise<void> {
+  const problems = await inspectSagaSchema(options);
+  if (problems.length === 0) return;
+  throw new SagaSchemaError(
+    'SCHEMA_INVALID',
+    `The database schema does not fit mikro-orm-saga: ${problems.map(describeProblem).join('; ')}. To fix it, ${SCHEMA_FIX}.`,
+    {
+      problems,
+    },
+  );
+}
+
+/** One problem in words: names tables, columns, indexes and types, never data. */
+export function describeProblem(problem: SchemaProblem): string {
+  const { table, item, expected, actual } = problem;
+  switch (problem.kind) {
+    case SCHEMA_PROBLEM_KINDS.TABLE_MISSING:
+      return `table ${table} is missing`;
+    case SCHEMA_PROBLEM_KINDS.COLUMN_MISSING:
+      return `column ${table}.${item} is missing`;
+    case SCHEMA_PROBLEM_KINDS.COLUMN_TYPE:
+      return `column ${table}.${item} is ${actual}, expected a ${expected} type`;
+    case SCHEMA_PROBLEM_KINDS.COLUMN_NULLABILITY:
+      return `column ${table}.${item} is ${actual}, expected ${expected}`;
+    case SCHEMA_PROBLEM_KINDS.INDEX_MISSING:
+      return `index ${item} is missing (expected ${expected})`;
+    default:
+      return `index ${table}.${item} differs (expected ${expected})`;
+  }
+}
