@@ -1,0 +1,134 @@
+import type { BulkResult, DispatchRowQuery, DispatchRowStatus, OutboxRow, TimerRow } from '../../operations/operation-types.js';
+import {
+  type CliCommand,
+  type CliInput,
+  DEFAULT_CLI_LIMIT,
+  ids,
+  integer,
+  isoInstant,
+  PAGE_OPTIONS,
+  text,
+  withNextPage,
+} from '../cli-command.js';
+import { CLI_EXIT_CODES } from '../cli-exit-codes.js';
+import { CliUsageError } from '../cli-usage-error.js';
+import { formatTable } from '../format-table.js';
+
+/** Why a row failed: its dead-letter reason, else its last delivery error. */
+const whyFailed = (row: TimerRow | OutboxRow) => row.deadLetterReason ?? row.lastError;
+
+/** Timers as a table; the last column is why the row failed, unabridged. */
+export const timerTable = (rows: readonly TimerRow[]) =>
+  formatTable(
+    ['id', 'status', 'saga type', 'saga id', 'name', 'message', 'due', 'attempts', 'error'],
+    rows.map((t) => [t.id, t.status, t.sagaType, t.sagaId, t.name, t.messageType, t.dueAt, t.attempts, whyFailed(t)]),
+  );
+
+/** Outbox rows as a table; the last column is why the row failed, unabridged. */
+export const outboxTable = (rows: readonly OutboxRow[]) =>
+  formatTable(
+    ['id', 'status', 'saga type', 'saga id', 'message', 'created', 'attempts', 'error'],
+    rows.map((o) => [o.id, o.status, o.sagaType, o.sagaId, o.messageType, o.createdAt, o.attempts, whyFailed(o)]),
+  );
+
+const ROW_FILTERS = {
+  status: {
+    type: 'string',
+    value: '<status>',
+    help: 'pending, leased, dead_lettered, missed, fired, discarded or published. Default: any.',
+  },
+  type: { type: 'string', value: '<saga type>', help: 'Rows of one saga type.' },
+  'saga-id': { type: 'string', value: '<id>', help: 'Rows of one saga.' },
+  'message-type': { type: 'string', value: '<type>', help: 'Rows carrying one message type.' },
+  ...PAGE_OPTIONS,
+} as const;
+
+function rowQuery(input: CliInput): DispatchRowQuery {
+  return {
+    status: text(input, 'status') as DispatchRowStatus | undefined,
+    sagaType: text(input, 'type'),
+    sagaId: text(input, 'saga-id'),
+    messageType: text(input, 'message-type'),
+    name: text(input, 'name'),
+    limit: integer(input, 'limit', DEFAULT_CLI_LIMIT)!,
+    cursor: text(input, 'cursor'),
+  };
+}
+
+/** A bulk result: one line per id, then the counts; exit 1 unless every row was changed. */
+function bulkOutput(result: BulkResult) {
+  const table = formatTable(
+    ['id', 'result'],
+    result.items.map((item) => [item.id, item.status]),
+  );
+  const exitCode = result.affected === result.requested ? CLI_EXIT_CODES.OK : CLI_EXIT_CODES.FAILURE;
+  return { data: result, text: `${table}\n${result.affected} of ${result.requested} changed`, exitCode };
+}
+
+const BULK_DETAILS = 'One result per id; exits 1 unless every row was changed.';
+
+/** The `timers ...` commands. */
+export const TIMER_COMMANDS: readonly CliCommand[] = [
+  {
+    name: 'timers list',
+    summary: 'Timers, newest first, filtered in SQL; the ERROR column says why a timer failed or was dead-lettered.',
+    options: { ...ROW_FILTERS, name: { type: 'string', value: '<name>', help: 'Timers of one name.' } },
+    async run({ ops }, input) {
+      const page = await ops.listTimers(rowQuery(input));
+      return { data: page, text: withNextPage(timerTable(page.items), page.nextCursor) };
+    },
+  },
+  {
+    name: 'timers requeue',
+    args: '<id>...',
+    summary: 'Put dead-lettered timers back in the pending set: due now, attempts 0, new token.',
+    details: `A timer whose name is pending again on its saga is a conflict and stays dead-lettered. ${BULK_DETAILS}`,
+    options: {},
+    confirm: (input) => `Requeue ${input.positionals.length} dead-lettered timer(s)?`,
+    run: async ({ ops }, input) => bulkOutput(await ops.requeueTimers(ids(input))),
+  },
+  {
+    name: 'timers cancel',
+    args: '<id>...',
+    summary: 'Delete pending timers.',
+    details: BULK_DETAILS,
+    options: {},
+    confirm: (input) => `Cancel (delete) ${input.positionals.length} pending timer(s)?`,
+    run: async ({ ops }, input) => bulkOutput(await ops.cancelTimers(ids(input))),
+  },
+  {
+    name: 'timers reschedule',
+    args: '<id>...',
+    summary: 'Move pending timers to a new due time, with a new token.',
+    details: BULK_DETAILS,
+    options: { due: { type: 'string', value: '<date>', help: 'The new due time, ISO 8601 (required).' } },
+    confirm: (input) => `Reschedule ${input.positionals.length} pending timer(s) to ${text(input, 'due')}?`,
+    async run({ ops }, input) {
+      const due = isoInstant(input, 'due');
+      if (!due) throw new CliUsageError('--due is required: the new due time, ISO 8601.');
+      return bulkOutput(await ops.rescheduleTimers(ids(input), due));
+    },
+  },
+];
+
+/** The `outbox ...` commands. */
+export const OUTBOX_COMMANDS: readonly CliCommand[] = [
+  {
+    name: 'outbox list',
+    summary: 'Outbox rows, newest first, filtered in SQL; the ERROR column says why a publish failed.',
+    options: ROW_FILTERS,
+    async run({ ops }, input) {
+      const page = await ops.listOutbox(rowQuery(input));
+      return { data: page, text: withNextPage(outboxTable(page.items), page.nextCursor) };
+    },
+  },
+  {
+    name: 'outbox requeue',
+    args: '<id>...',
+    summary: 'Put dead-lettered outbox rows back in the pending set: available now, attempts 0, new token.',
+    details: BULK_DETAILS,
+    options: {},
+    confirm: (input) => `Requeue ${input.positionals.length} dead-lettered outbox row(s)?`,
+    run: async ({ ops }, input) => bulkOutput(await ops.requeueOutbox(ids(input))),
+  },
+];
