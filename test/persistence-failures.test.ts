@@ -112,7 +112,8 @@ for (const dialect of DIALECTS) {
         const scratch = await createTestDatabase(dialect, [ScriptedSaga]);
         try {
           if (ddl) await scratch.orm.em.getConnection().execute(ddl);
-          await test(new SagaRuntime({ em: scratch.orm.em, sagas: [scriptedSaga], clock: new FakeClock() }), scratch);
+          // The start-up schema check would name the problem first: these tests are about the unit of work's own report.
+          await test(new SagaRuntime({ em: scratch.orm.em, sagas: [scriptedSaga], clock: new FakeClock(), verifySchema: false }), scratch);
         } finally {
           await scratch.dispose();
         }

@@ -12,14 +12,21 @@ export interface PagePosition {
 const VERSION = 1;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-/** A short digest of the query's filters, so a cursor is only accepted by the query that returned it. */
-function fingerprint(filters: unknown): string {
-  return createHash('sha256').update(JSON.stringify(filters)).digest('base64url').slice(0, 16);
+/**
+ * A short digest of the position and the query's filters: a cursor is only accepted unchanged, by the query
+ * that returned it. (Not a secret: it catches edits and mix-ups; every field is also checked on its own.)
+ */
+function fingerprint(position: readonly unknown[], filters: unknown): string {
+  return createHash('sha256')
+    .update(JSON.stringify([position, filters]))
+    .digest('base64url')
+    .slice(0, 16);
 }
 
 /** An opaque cursor for the page after `position`, bound to `filters`. */
 export function encodeCursor(position: PagePosition, filters: unknown): string {
-  const body = [VERSION, position.createdAtMs, position.sagaType, position.id, fingerprint(filters)];
+  const key = [position.createdAtMs, position.sagaType, position.id];
+  const body = [VERSION, ...key, fingerprint(key, filters)];
   return Buffer.from(JSON.stringify(body), 'utf8').toString('base64url');
 }
 
@@ -55,6 +62,9 @@ export function decodeCursor(cursor: unknown, filters: unknown, knownTypes: Read
   ) {
     return refuse('was altered');
   }
-  if (digest !== fingerprint(filters)) return refuse('belongs to a query with other filters');
-  return { createdAtMs, sagaType, id };
+  if (digest !== fingerprint([createdAtMs, sagaType, id], filters)) return refuse('was altered, or belongs to a query with other filters');
+  const position = { createdAtMs, sagaType, id };
+  // Base64 text decodes leniently (trailing characters are dropped): only the exact text encoded is accepted.
+  if (encodeCursor(position, filters) !== cursor) return refuse('was altered');
+  return position;
 }

@@ -1,5 +1,7 @@
+import { existsSync } from 'node:fs';
 import type { EntityManager } from '@mikro-orm/core';
 import type { DialectAdapter } from '../dialect/dialect-adapter.js';
+import { SagaPersistenceError } from '../errors.js';
 import { placeholders, queryRows } from '../sql/sql-executor.js';
 
 /** A column as the database's catalog describes it. */
@@ -50,6 +52,16 @@ const readPostgresql: CatalogReader = async (em, tables) => {
 
 /** SQLite: `pragma_table_info` per table, and one sqlite_master query for the indexes. */
 const readSqlite: CatalogReader = async (em, tables) => {
+  const file = String(em.config.get('dbName') ?? '');
+  // Checked before any statement: opening a missing file would create it empty, and its empty catalog says
+  // nothing about the schema (the path is wrong, or no migration ever ran there).
+  if (file !== '' && !file.startsWith(':memory:') && !file.startsWith('file:') && !existsSync(file)) {
+    throw new SagaPersistenceError(
+      'DATABASE_UNREACHABLE',
+      `Cannot verify the database schema: the SQLite database '${file}' does not exist. Check the dbName of your ORM config, then run the migrations there.`,
+      { operation: 'read' },
+    );
+  }
   const columns: { table: string; name: string; type: string; nullable: boolean }[] = [];
   for (const table of tables) {
     const rows = await queryRows<{ name: string; type: string; notnull: number; pk: number }>(

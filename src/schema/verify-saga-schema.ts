@@ -145,6 +145,8 @@ function compareIndex(table: string, index: ExpectedTable['indexes'][number], ac
  * active-row index). Reads the catalog only: PostgreSQL `information_schema` and `pg_indexes`, SQLite
  * `pragma_table_info` and `sqlite_master`. Tables of the connection's default schema.
  * @returns every difference found; empty when the schema fits.
+ * @throws SagaPersistenceError `DATABASE_UNREACHABLE` for a SQLite file that does not exist and cannot be created;
+ *   the driver's error when the database cannot be reached otherwise.
  */
 export async function inspectSagaSchema(options: VerifySagaSchemaOptions): Promise<SchemaProblem[]> {
   const { em } = options;
