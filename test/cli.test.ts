@@ -1,0 +1,181 @@
+// The operator CLI as a subprocess against both databases: it finds the app's config and sagas, prints tables
+// or JSON, exits 0/1/2/3, and writes only with --yes (or a confirmation on a terminal).
+import { randomUUID } from 'node:crypto';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI_COMMANDS, type CliIo, runCli } from '../src/cli/run-cli.js';
+import type { SagaOutbox } from '../src/index.js';
+import { ScriptedSaga } from './fixtures/scripted-saga.js';
+import { type CliRun, runCliProcess } from './support/cli-process.js';
+import { DIALECTS } from './support/databases.js';
+import { seedOperatorDay } from './support/operator-day.js';
+import { rowsOf } from './support/rows.js';
+import { useDatabase } from './support/suite.js';
+
+const root = resolve(import.meta.dirname, '..');
+const fixtures = join(root, 'test', 'fixtures');
+
+/** An in-process run with no terminal, for what needs no database. */
+async function inProcess(...argv: string[]): Promise<CliRun> {
+  let stdout = '';
+  let stderr = '';
+  const io: CliIo = { cwd: root, stdout: (t) => void (stdout += `${t}\n`), stderr: (t) => void (stderr += `${t}\n`), ask: undefined };
+  return { code: await runCli(argv, io), stdout, stderr };
+}
+
+describe('the CLI without a database', () => {
+  it('answers --help on every command with its usage, exit 0', async () => {
+    for (const command of CLI_COMMANDS) {
+      const run = await inProcess(...command.name.split(' '), '--help');
+      expect(run.code, command.name).toBe(0);
+      expect(run.stdout).toContain(`Usage: mikro-orm-saga ${command.name}`);
+      expect(run.stdout.includes('--yes to confirm') || run.stdout.includes('pass --yes')).toBe(command.confirm !== undefined);
+    }
+    expect((await inProcess('--help')).stdout).toContain('timers requeue <id>...');
+    expect((await inProcess('timers', '--help')).stdout).not.toContain('sagas list');
+  });
+
+  it('exits 2 on an unknown command, an unknown option, a malformed date, and a write without --yes and no terminal', async () => {
+    expect((await inProcess('timers', 'explode')).code).toBe(2);
+    expect(await inProcess('sagas', 'list', '--colour')).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining("Unknown option '--colour'"),
+    });
+    const noYes = await inProcess('purge', '--dispatched-before', '7d');
+    expect(noYes).toMatchObject({ code: 2, stderr: expect.stringContaining('pass --yes') });
+    const config = join(fixtures, 'no-such.config.ts');
+    expect(await inProcess('sagas', 'count', '--config', config)).toMatchObject({ code: 2, stderr: expect.stringContaining('--config') });
+  });
+});
+
+for (const dialect of DIALECTS) {
+  describe(`the CLI as a subprocess (${dialect})`, () => {
+    const db = useDatabase(dialect, [ScriptedSaga]);
+    // The app's folder: its package.json points the CLI at the config and the sagas, as an app's would.
+    const app = join(root, '.tmp', `cli-${randomUUID().slice(0, 8)}`);
+    const env = () => ({
+      SAGA_TEST_DIALECT: dialect,
+      SAGA_TEST_LOCATION: dialect === 'postgresql' ? String(db().config.clientUrl) : String(db().config.dbName),
+    });
+    const cli = (...args: string[]) => runCliProcess(args, app, env());
+    const json = async (...args: string[]) => {
+      const run = await cli(...args, '--json');
+      expect(run.code, run.stderr).toBe(0);
+      return JSON.parse(run.stdout);
+    };
+    const rows = () => rowsOf(db().orm);
+
+    beforeAll(async () => {
+      await mkdir(app, { recursive: true });
+      const manifest = {
+        name: 'cli-app',
+        private: true,
+        type: 'module',
+        'mikro-orm': { configPaths: [join(fixtures, 'cli.config.ts')] },
+        'mikro-orm-saga': { sagas: join(fixtures, 'scripted-saga.ts') },
+      };
+      await writeFile(join(app, 'package.json'), JSON.stringify(manifest));
+      await seedOperatorDay(db().orm);
+    });
+    afterAll(() => rm(app, { recursive: true, force: true }));
+
+    it('lists and counts sagas, with the config and sagas from package.json; --config and --sagas do the same', async () => {
+      const active = await json('sagas', 'list', '--status', 'active');
+      expect(active.items.map((s: { correlation: string }) => s.correlation)).toEqual(['order-1042', 'order-1041']);
+      expect(active.nextCursor).toBeNull();
+      const count = await cli('sagas', 'count');
+      expect(count.stdout).toMatch(/^TYPE\s+ACTIVE\nscripted\s+2\n$/);
+      const flags = ['--config', join(fixtures, 'cli.config.ts'), '--sagas', join(fixtures, 'scripted-saga.ts')];
+      const elsewhere = await runCliProcess(['sagas', 'list', '--limit', '1', '--json', ...flags], root, env());
+      const page = JSON.parse(elsewhere.stdout);
+      expect(page.items).toHaveLength(1);
+      expect(page.nextCursor).toEqual(expect.any(String));
+      const next = await json('sagas', 'list', '--limit', '1', '--cursor', page.nextCursor);
+      expect(next.items[0].correlation).toBe('order-1041');
+    });
+
+    it('shows why a timer died, and refuses to requeue it without --yes', async () => {
+      const dead = await cli('timers', 'list', '--status', 'dead_lettered');
+      expect(dead.code).toBe(0);
+      expect(dead.stdout).toContain('payment service unavailable');
+      const [timer] = (await json('timers', 'list', '--status', 'dead_lettered')).items;
+      expect(timer).toMatchObject({ name: 'payment-timeout', attempts: 2 });
+
+      expect(await cli('timers', 'requeue', timer.id)).toMatchObject({ code: 2, stderr: expect.stringContaining('--yes') });
+      expect((await rows().timers({ id: timer.id }))[0]).toMatchObject({ outcome: 'dead_lettered' });
+
+      const requeued = await cli('timers', 'requeue', timer.id, '--yes');
+      expect(requeued).toMatchObject({ code: 0, stdout: expect.stringContaining('1 of 1 changed') });
+      expect((await rows().timers({ id: timer.id }))[0]).toMatchObject({ outcome: null, dispatchedAt: null, attempts: 0 });
+      const again = await cli('timers', 'requeue', timer.id, '--yes', '--json');
+      expect(again.code).toBe(1);
+      expect(JSON.parse(again.stdout).items).toEqual([{ id: timer.id, status: 'not_dead_lettered' }]);
+    });
+
+    it('reschedules and cancels a pending timer; a bad id is a usage error, a missing one a failure', async () => {
+      const saga = await rows().saga('order-1042');
+      const [timer] = await rows().pendingTimers(saga!.id);
+      const moved = await cli('timers', 'reschedule', timer!.id, '--due', '2026-12-24T08:00:00Z', '--yes');
+      expect(moved.code, moved.stderr).toBe(0);
+      expect((await rows().timers({ id: timer!.id }))[0]!.dueAt.toISOString()).toBe('2026-12-24T08:00:00.000Z');
+      expect((await cli('timers', 'cancel', timer!.id, '--yes')).code).toBe(0);
+      expect(await rows().timers({ id: timer!.id })).toEqual([]);
+      expect((await cli('timers', 'cancel', timer!.id, '--yes')).code).toBe(1);
+      expect(await cli('timers', 'cancel', 'not-a-uuid', '--yes')).toMatchObject({
+        code: 2,
+        stderr: expect.stringContaining('OPTION_INVALID'),
+      });
+    });
+
+    it('force-completes and reopens a saga with an audit message; shows it by correlation value', async () => {
+      const saga = await rows().saga('order-1041');
+      const done = await cli('sagas', 'force-complete', 'scripted', saga!.id, '--reason', 'customer cancelled by phone', '--yes');
+      expect(done.code, done.stderr).toBe(0);
+      expect((await rows().saga('order-1041'))!.completedAt).not.toBeNull();
+      const audit = (await rows().outbox(saga!.id)).filter((row: SagaOutbox) => row.messageType === 'SagaForceCompleted');
+      expect(audit).toHaveLength(1);
+      expect(await cli('sagas', 'force-complete', 'scripted', saga!.id, '--reason', 'twice', '--yes')).toMatchObject({
+        code: 1,
+        stderr: expect.stringContaining('SAGA_STATE_CONFLICT'),
+      });
+      expect((await cli('sagas', 'reopen', 'scripted', saga!.id, '--reason', 'paid after all', '--yes')).code).toBe(0);
+      const detail = await json('sagas', 'show', 'scripted', '--correlation', 'order-1041');
+      expect(detail).toMatchObject({ id: saga!.id, completedAt: null, state: { key: 'order-1041' } });
+      expect(detail.outbox.map((o: { messageType: string }) => o.messageType)).toEqual(
+        expect.arrayContaining(['SagaForceCompleted', 'SagaReopened', 'ConfirmOrder']),
+      );
+      expect((await cli('sagas', 'show', 'scripted', randomUUID())).code).toBe(1);
+    });
+
+    it('purges dispatched rows and completed sagas and prints the counts', async () => {
+      const before = await rows().counts();
+      const run = await cli(
+        'purge',
+        '--dispatched-before',
+        '2026-12-01T00:00:00Z',
+        '--completed-sagas-before',
+        '2026-12-01T00:00:00Z',
+        '--yes',
+        '--json',
+      );
+      expect(run.code, run.stderr).toBe(0);
+      const report = JSON.parse(run.stdout);
+      expect(report.sagas).toEqual({ scripted: 1 }); // order-1040
+      expect(report.outbox).toBeGreaterThanOrEqual(3);
+      const after = await rows().counts();
+      expect(after.sagas).toBe(before.sagas - 1);
+      expect(after.outbox).toBe(before.outbox - report.outbox);
+    });
+
+    it('verify-schema exits 0 on a migrated database and 3 naming what is missing', async () => {
+      expect(await cli('verify-schema')).toMatchObject({ code: 0, stdout: expect.stringContaining('The schema fits') });
+      await db().orm.em.getConnection().execute('drop index saga_timer_pending_name_uniq');
+      const broken = await cli('verify-schema', '--json');
+      expect(broken.code).toBe(3);
+      expect(JSON.parse(broken.stdout).problems).toEqual([
+        expect.objectContaining({ kind: 'index_missing', table: 'saga_timer', item: 'saga_timer_pending_name_uniq' }),
+      ]);
+    });
+  });
+}
