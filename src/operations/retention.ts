@@ -36,6 +36,13 @@ function skipLocked(ops: OperationsContext): string {
   return ops.db.dialect.supportsSkipLocked ? ' for update skip locked' : '';
 }
 
+/**
+ * MikroORM's SQLite dialect runs every raw statement that starts with `delete` through the driver's `run`,
+ * which returns no rows even with RETURNING (it makes an exception for INSERT and UPDATE only); a leading
+ * comment makes it fetch the rows. Harmless on PostgreSQL.
+ */
+const ROWS_WANTED = '/* rows */ ';
+
 /** Deletes one batch of dispatched rows of `table` that left the pending set before `cutoff`. */
 function deleteDispatched(ops: OperationsContext, table: DispatchTable, cutoff: Date, includeDeadLettered: boolean, limit: number) {
   const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
@@ -59,7 +66,7 @@ function deleteCompletedSagas(ops: OperationsContext, saga: SagaTable, cutoff: D
   return ops.db.em.fork({ clear: true }).transactional(async (em) => {
     const rows = await queryRows<{ id: string }>(
       em,
-      `delete from ${saga.table} where ${s.id} in (select ${s.id} from ${saga.table}
+      `${ROWS_WANTED}delete from ${saga.table} where ${s.id} in (select ${s.id} from ${saga.table}
          where ${s.completedAt} is not null and ${s.completedAt} < ? and not exists (${pendingOutbox})
          order by ${s.completedAt} limit ?${skipLocked(ops)})
        returning ${s.id} as "id"`,
