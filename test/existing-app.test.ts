@@ -71,6 +71,30 @@ function startServer(env: NodeJS.ProcessEnv) {
   return { child, exited, next, stderr: () => stderr };
 }
 
+/** The installed package's `bin`, in the app's folder: config and sagas found through package.json. */
+async function operatorCli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ code: number; stdout: string }> {
+  const bin = join(app, 'node_modules', '.bin', 'mikro-orm-saga');
+  return run(bin, args, { cwd: app, env }).then(
+    ({ stdout }) => ({ code: 0, stdout }),
+    (error: { code: number; stdout: string }) => ({ code: error.code, stdout: error.stdout }),
+  );
+}
+
+/** After the HTTP flow: o-1 cancelled by its fired timer, o-2 paid; nothing dead-lettered; the schema fits. */
+async function expectOperatorCli(env: NodeJS.ProcessEnv): Promise<void> {
+  const sagas = await operatorCli(env, 'sagas', 'list', '--type', 'order', '--json');
+  expect(sagas.code).toBe(0);
+  const listed = JSON.parse(sagas.stdout).items.map((s: { correlation: string; step: string }) => [s.correlation, s.step]);
+  expect(listed).toEqual([
+    ['o-2', 'Paid'],
+    ['o-1', 'Cancelled'],
+  ]);
+  const fired = await operatorCli(env, 'timers', 'list', '--status', 'fired');
+  expect(fired.stdout).toMatch(/fired\s+order\s+\S+\s+payment-timeout\s+PaymentTimedOut/);
+  expect(await operatorCli(env, 'verify-schema')).toMatchObject({ code: 0 });
+  expect(await operatorCli(env, 'timers', 'cancel', randomUUID())).toMatchObject({ code: 2 }); // no terminal, no --yes
+}
+
 async function post(port: number, path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', body: JSON.stringify(body) });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
@@ -84,7 +108,7 @@ describe('docs/integration.md', () => {
     for (const [, path, code] of blocks) expect(await readFile(join(root, path!), 'utf8'), path).toContain(code);
     const manifest = JSON.parse(await readFile(join(root, 'examples', 'existing-app', 'package.json'), 'utf8'));
     const settings = doc.match(/```json\n([\s\S]*?)```/)?.[1];
-    expect(JSON.parse(`{${settings}}`)).toEqual({ 'mikro-orm': manifest['mikro-orm'] });
+    expect(JSON.parse(`{${settings}}`)).toEqual({ 'mikro-orm': manifest['mikro-orm'], 'mikro-orm-saga': manifest['mikro-orm-saga'] });
     expect(doc).toContain(`"mikro-orm": "${manifest.scripts['mikro-orm']}"`);
   });
 });
@@ -162,6 +186,7 @@ for (const dialect of DIALECTS) {
         const paid = await post(Number(port), '/payments', { orderId: 'o-2' });
         expect(paid).toMatchObject({ status: 202, body: { outcome: 'handled', completed: true, timersCancelled: 1 } });
         await expect(server.next(published('ShipOrder'), 'ShipOrder published')).resolves.toMatchObject({ payload: { orderId: 'o-2' } });
+        await expectOperatorCli(appEnv(db, dialect));
       } finally {
         server.child.kill('SIGTERM');
       }

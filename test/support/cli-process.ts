@@ -32,7 +32,8 @@ export function runCliProcess(args: readonly string[], cwd: string, env: Record<
     execFile(
       process.execPath,
       ['--import', 'tsx', resolve(root, 'src', 'cli', 'main.ts'), ...args],
-      { cwd, env: { ...process.env, ...env, MIKRO_ORM_COLORS: 'false' } },
+      // A hung CLI is killed rather than left running after the test gave up on it.
+      { cwd, env: { ...process.env, ...env, MIKRO_ORM_COLORS: 'false' }, timeout: 50_000, killSignal: 'SIGKILL' },
       (error, stdout, stderr) => done({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );
   });
