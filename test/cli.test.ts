@@ -4,7 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_COMMANDS, type CliIo, runCli } from '../src/cli/run-cli.js';
-import type { SagaOutbox } from '../src/index.js';
+import { type SagaOutbox, SagaRuntime } from '../src/index.js';
+import { NumberedSaga, numberedSaga } from './fixtures/numbered-saga.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { type CliRun, cliApp, cliDatabaseEnv, FIXTURE_FLAGS, runCliProcess } from './support/cli-process.js';
 import { DIALECTS } from './support/databases.js';
@@ -15,11 +16,16 @@ import { useDatabase } from './support/suite.js';
 const root = resolve(import.meta.dirname, '..');
 const fixtures = join(root, 'test', 'fixtures');
 
-/** An in-process run with no terminal, for what needs no database. */
+/** An in-process run, for what needs no database: no terminal, or one that answers `answer` to every question. */
 async function inProcess(...argv: string[]): Promise<CliRun> {
+  return inProcessAnswering(undefined, ...argv);
+}
+
+async function inProcessAnswering(answer: ((question: string) => string) | undefined, ...argv: string[]): Promise<CliRun> {
   const out: string[] = [];
   const err: string[] = [];
-  const io: CliIo = { cwd: root, stdout: (t) => out.push(t), stderr: (t) => err.push(t), ask: undefined };
+  const ask = answer && (async (question: string) => answer(question));
+  const io: CliIo = { cwd: root, stdout: (t) => out.push(t), stderr: (t) => err.push(t), ask };
   const code = await runCli(argv, io);
   return { code, stdout: out.join('\n'), stderr: err.join('\n') };
 }
@@ -47,11 +53,22 @@ describe('the CLI without a database', () => {
     const config = join(fixtures, 'no-such.config.ts');
     expect(await inProcess('sagas', 'count', '--config', config)).toMatchObject({ code: 2, stderr: expect.stringContaining('--config') });
   });
+
+  it('asks before a write on a terminal: no leaves everything unopened (exit 1), yes goes on to the database', async () => {
+    const asked: string[] = [];
+    const missing = ['--config', join(fixtures, 'no-such.config.ts')];
+    const no = await inProcessAnswering((q) => (asked.push(q), 'n'), 'timers', 'cancel', randomUUID(), ...missing);
+    expect(no).toMatchObject({ code: 1, stdout: 'Declined: nothing was changed.' });
+    expect(asked).toEqual(['Cancel (delete) 1 pending timer(s)? [y/N] ']);
+    // Past the question it loads the config: this one does not exist, so that is where it stops.
+    const yes = await inProcessAnswering(() => 'y', 'timers', 'cancel', randomUUID(), ...missing);
+    expect(yes).toMatchObject({ code: 2, stderr: expect.stringContaining('No MikroORM config could be loaded') });
+  });
 });
 
 for (const dialect of DIALECTS) {
   describe(`the CLI as a subprocess (${dialect})`, () => {
-    const db = useDatabase(dialect, [ScriptedSaga]);
+    const db = useDatabase(dialect, [ScriptedSaga, NumberedSaga]);
     const app = cliApp(db);
     const cli = app.cli;
     const json = async (...args: string[]) => {
@@ -132,6 +149,19 @@ for (const dialect of DIALECTS) {
         expect.arrayContaining(['SagaForceCompleted', 'SagaReopened', 'ConfirmOrder']),
       );
       expect((await cli('sagas', 'show', 'scripted', randomUUID())).code).toBe(1);
+    });
+
+    it('reads a numeric correlation value as a number for a saga correlated on an integer column', async () => {
+      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [numberedSaga] });
+      const started = await runtime.handle(numberedSaga, { type: 'Touch', number: 42 });
+      const sagas = ['--sagas', join(fixtures, 'numbered-saga.ts')];
+      const shown = await cli('sagas', 'show', 'numbered', '--correlation', '42', '--json', ...sagas);
+      expect(shown.code, shown.stderr).toBe(0);
+      expect(JSON.parse(shown.stdout)).toMatchObject({ id: started.sagaId, state: { number: 42 } });
+      const listed = await cli('sagas', 'list', '--type', 'numbered', '--correlation', '42', '--json', ...sagas);
+      expect(JSON.parse(listed.stdout).items.map((s: { id: string }) => s.id)).toEqual([started.sagaId]);
+      const text = await cli('sagas', 'list', '--type', 'numbered', '--correlation', 'forty-two', ...sagas);
+      expect(text).toMatchObject({ code: 2, stderr: expect.stringContaining('CORRELATION_INVALID') });
     });
 
     it('purges dispatched rows and completed sagas and prints the counts', async () => {

@@ -1,6 +1,7 @@
 import type { SagaChange, SagaDetail, SagaStatus, SagaSummary } from '../../operations/operation-types.js';
 import {
   type CliCommand,
+  type CliContext,
   type CliInput,
   DEFAULT_CLI_LIMIT,
   instant,
@@ -19,6 +20,17 @@ const sagaTable = (sagas: readonly SagaSummary[]) =>
     sagas.map((s) => [s.sagaType, s.id, s.correlation, s.step, s.version, s.createdAt, s.completedAt]),
   );
 
+/**
+ * A correlation value from the command line as the saga's correlation property holds it: a number for a
+ * numeric column (`--correlation 42`), the text otherwise. The API checks it as it checks a message's value.
+ */
+function correlationOf({ em, sagas }: CliContext, sagaType: string | undefined, raw: string | undefined): unknown {
+  const saga = sagas.find((s) => s.name === sagaType);
+  if (raw === undefined || !saga) return raw;
+  const property = em.getMetadata().find(saga.state.name)?.properties[saga.correlationProperty as string];
+  return property?.runtimeType === 'number' && raw.trim() !== '' && Number.isFinite(Number(raw)) ? Number(raw) : raw;
+}
+
 const list: CliCommand = {
   name: 'sagas list',
   summary: 'Sagas, newest first, filtered in SQL.',
@@ -31,11 +43,11 @@ const list: CliCommand = {
     'created-before': { type: 'string', value: '<date|age>', help: 'Created before (ISO 8601, or an age: 2h = older than 2 hours).' },
     ...PAGE_OPTIONS,
   },
-  async run({ ops }, input) {
-    const page = await ops.listSagas({
+  async run(context, input) {
+    const page = await context.ops.listSagas({
       sagaType: text(input, 'type'),
       status: text(input, 'status') as SagaStatus | undefined,
-      correlation: text(input, 'correlation'),
+      correlation: correlationOf(context, text(input, 'type'), text(input, 'correlation')),
       step: text(input, 'step'),
       createdAfter: instant(input, 'created-after'),
       createdBefore: instant(input, 'created-before'),
@@ -70,10 +82,11 @@ const show: CliCommand = {
     correlation: { type: 'string', value: '<value>', help: "Find it by its correlation property's value instead of its id." },
     recent: { type: 'string', value: '<n>', help: 'Most rows per list. Default 20.' },
   },
-  async run({ ops }, input) {
-    const correlation = text(input, 'correlation');
-    const [sagaType, sagaId] = correlation === undefined ? positionals(input, 'type', 'id') : positionals(input, 'type');
-    const saga = await ops.getSaga({ sagaType: sagaType!, sagaId, correlation, recent: integer(input, 'recent') });
+  async run(context, input) {
+    const raw = text(input, 'correlation');
+    const [sagaType, sagaId] = raw === undefined ? positionals(input, 'type', 'id') : positionals(input, 'type');
+    const correlation = correlationOf(context, sagaType, raw);
+    const saga = await context.ops.getSaga({ sagaType: sagaType!, sagaId, correlation, recent: integer(input, 'recent') });
     if (!saga) return { data: null, text: `No ${sagaType} saga ${sagaId ?? 'with that correlation value'}.`, exitCode: 1 };
     return { data: saga, text: detailText(saga) };
   },
