@@ -57,7 +57,16 @@ describe('the CLI without a database', () => {
   it('asks before a write on a terminal: no leaves everything unopened (exit 1), yes goes on to the database', async () => {
     const asked: string[] = [];
     const missing = ['--config', join(fixtures, 'no-such.config.ts')];
-    const no = await inProcessAnswering((q) => (asked.push(q), 'n'), 'timers', 'cancel', randomUUID(), ...missing);
+    const no = await inProcessAnswering(
+      (q) => {
+        asked.push(q);
+        return 'n';
+      },
+      'timers',
+      'cancel',
+      randomUUID(),
+      ...missing,
+    );
     expect(no).toMatchObject({ code: 1, stdout: 'Declined: nothing was changed.' });
     expect(asked).toEqual(['Cancel (delete) 1 pending timer(s)? [y/N] ']);
     // Past the question it loads the config: this one does not exist, so that is where it stops.
