@@ -42,10 +42,10 @@ export function checkUuid(value: unknown, what: string): string {
   return value.toLowerCase();
 }
 
-/** A list of 1 to {@link MAX_IDS_PER_CALL} uuids, deduplicated in the order given. */
+/** A list of 0 to {@link MAX_IDS_PER_CALL} uuids, deduplicated in the order given. */
 export function checkIds(value: unknown, what: string): string[] {
-  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_IDS_PER_CALL) {
-    throw invalidInput(`${what} must be an array of 1 to ${MAX_IDS_PER_CALL} ids.`);
+  if (!Array.isArray(value) || value.length > MAX_IDS_PER_CALL) {
+    throw invalidInput(`${what} must be an array of at most ${MAX_IDS_PER_CALL} ids.`);
   }
   return [...new Set(value.map((id, index) => checkUuid(id, `${what}[${index}]`)))];
 }
