@@ -328,6 +328,38 @@ for (const dialect of DIALECTS) {
         expect((await rows.timers({ id: dead!.id }))[0]).toMatchObject({ outcome: 'dead_lettered' });
       });
 
+      it("walks a saga's timers and outbox rows page by page, newest first, each once", async () => {
+        const { ops, start, clock, runtime } = setup();
+        const key = uniqueKey('pages');
+        const id = await start(key);
+        for (const name of ['a', 'b', 'c', 'd', 'e']) {
+          if (name !== 'c') clock.advance(1); // b and c share a created_at: their ids (UUIDv7, in creation order) decide
+          const actions: Action[] = [
+            { op: 'schedule', name, after: YEAR },
+            { op: 'send', message: { type: 'Hello', name } },
+          ];
+          await runtime.handle(scriptedSaga, { type: 'Do', key, actions });
+        }
+        const walk = async (list: (cursor: string | undefined) => Promise<{ items: readonly unknown[]; nextCursor: string | null }>) => {
+          const seen: unknown[] = [];
+          const sizes: number[] = [];
+          let cursor: string | undefined;
+          do {
+            const page = await list(cursor);
+            seen.push(...page.items);
+            sizes.push(page.items.length);
+            cursor = page.nextCursor ?? undefined;
+          } while (cursor);
+          return { seen, sizes };
+        };
+        const timers = await walk((cursor) => ops.listTimers({ sagaId: id, limit: 2, cursor }));
+        expect(timers.sizes).toEqual([2, 2, 1]);
+        expect(timers.seen.map((t) => (t as { name: string }).name)).toEqual(['e', 'd', 'c', 'b', 'a']);
+        const outbox = await walk((cursor) => ops.listOutbox({ sagaId: id, messageType: 'Hello', limit: 3, cursor }));
+        expect(outbox.sizes).toEqual([3, 2]);
+        expect(outbox.seen.map((o) => (o as { payload: { name: string } }).payload.name)).toEqual(['e', 'd', 'c', 'b', 'a']);
+      });
+
       it('tells leased from pending by the lease and the clock', async () => {
         const { ops, start, clock } = setup();
         const id = await start(uniqueKey('leased'), [{ op: 'schedule', name: 'held', after: YEAR }]);
