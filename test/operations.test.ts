@@ -66,6 +66,19 @@ for (const dialect of DIALECTS) {
         (error: unknown) => error,
       );
 
+    it('is built from a runtime, or from the EntityManager and the sagas; a wrong option is OPTION_INVALID', async () => {
+      const { start } = setup();
+      const id = await start(uniqueKey('built'));
+      const clock = new FakeClock('2026-01-05T09:00:00Z');
+      const ops = new SagaOperations({ em: db().orm.em, sagas: [scriptedSaga], clock });
+      expect(ops.sagaTypes).toEqual(['scripted']);
+      expect((await ops.getSaga({ sagaType: 'scripted', sagaId: id }))?.id).toBe(id);
+      await expect(ops.listSagas({ sagaType: 'numbered', limit: 1 })).rejects.toMatchObject({ code: 'SAGA_TYPE_UNKNOWN' });
+      for (const options of [undefined, {}, { runtime: {} }, { em: db().orm.em, sagas: 'x' }]) {
+        expect(() => new SagaOperations(options as never)).toThrow(expect.objectContaining({ code: 'OPTION_INVALID' }));
+      }
+    });
+
     describe('listing sagas', () => {
       it('lists both types newest first, filtered in SQL, and walks every page once with the cursor', async () => {
         const { clock, runtime, ops, start } = setup('2031-03-01T00:00:00Z');

@@ -21,7 +21,9 @@ export function invalidInput(message: string, details: Record<string, unknown> =
 /** An integer in `1..max`. */
 export function checkLimit(value: unknown, what: string, max = MAX_PAGE_LIMIT): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
-    throw invalidInput(`${what} must be an integer from 1 to ${max}; got ${kindOf(value)} outside that range.`);
+    throw invalidInput(
+      `${what} must be an integer from 1 to ${max}; got ${typeof value === 'number' ? 'a number outside that range' : kindOf(value)}.`,
+    );
   }
   return value;
 }
