@@ -66,6 +66,19 @@ for (const dialect of DIALECTS) {
         (error: unknown) => error,
       );
 
+    it('is built from a runtime, or from the EntityManager and the sagas; a wrong option is OPTION_INVALID', async () => {
+      const { start } = setup();
+      const id = await start(uniqueKey('built'));
+      const clock = new FakeClock('2026-01-05T09:00:00Z');
+      const ops = new SagaOperations({ em: db().orm.em, sagas: [scriptedSaga], clock });
+      expect(ops.sagaTypes).toEqual(['scripted']);
+      expect((await ops.getSaga({ sagaType: 'scripted', sagaId: id }))?.id).toBe(id);
+      await expect(ops.listSagas({ sagaType: 'numbered', limit: 1 })).rejects.toMatchObject({ code: 'SAGA_TYPE_UNKNOWN' });
+      for (const options of [undefined, {}, { runtime: {} }, { em: db().orm.em, sagas: 'x' }]) {
+        expect(() => new SagaOperations(options as never)).toThrow(expect.objectContaining({ code: 'OPTION_INVALID' }));
+      }
+    });
+
     describe('listing sagas', () => {
       it('lists both types newest first, filtered in SQL, and walks every page once with the cursor', async () => {
         const { clock, runtime, ops, start } = setup('2031-03-01T00:00:00Z');
@@ -328,6 +341,38 @@ for (const dialect of DIALECTS) {
         expect((await rows.timers({ id: dead!.id }))[0]).toMatchObject({ outcome: 'dead_lettered' });
       });
 
+      it("walks a saga's timers and outbox rows page by page, newest first, each once", async () => {
+        const { ops, start, clock, runtime } = setup();
+        const key = uniqueKey('pages');
+        const id = await start(key);
+        for (const name of ['a', 'b', 'c', 'd', 'e']) {
+          if (name !== 'c') clock.advance(1); // b and c share a created_at: their ids (UUIDv7, in creation order) decide
+          const actions: Action[] = [
+            { op: 'schedule', name, after: YEAR },
+            { op: 'send', message: { type: 'Hello', name } },
+          ];
+          await runtime.handle(scriptedSaga, { type: 'Do', key, actions });
+        }
+        const walk = async (list: (cursor: string | undefined) => Promise<{ items: readonly unknown[]; nextCursor: string | null }>) => {
+          const seen: unknown[] = [];
+          const sizes: number[] = [];
+          let cursor: string | undefined;
+          do {
+            const page = await list(cursor);
+            seen.push(...page.items);
+            sizes.push(page.items.length);
+            cursor = page.nextCursor ?? undefined;
+          } while (cursor);
+          return { seen, sizes };
+        };
+        const timers = await walk((cursor) => ops.listTimers({ sagaId: id, limit: 2, cursor }));
+        expect(timers.sizes).toEqual([2, 2, 1]);
+        expect(timers.seen.map((t) => (t as { name: string }).name)).toEqual(['e', 'd', 'c', 'b', 'a']);
+        const outbox = await walk((cursor) => ops.listOutbox({ sagaId: id, messageType: 'Hello', limit: 3, cursor }));
+        expect(outbox.sizes).toEqual([3, 2]);
+        expect(outbox.seen.map((o) => (o as { payload: { name: string } }).payload.name)).toEqual(['e', 'd', 'c', 'b', 'a']);
+      });
+
       it('tells leased from pending by the lease and the clock', async () => {
         const { ops, start, clock } = setup();
         const id = await start(uniqueKey('leased'), [{ op: 'schedule', name: 'held', after: YEAR }]);
@@ -362,7 +407,8 @@ for (const dialect of DIALECTS) {
         expect((await ops.rescheduleTimers([move.id], dueAt)).items).toEqual([{ id: move.id, status: 'not_pending' }]);
         expect((await ops.cancelTimers([move.id])).items).toEqual([{ id: move.id, status: 'not_pending' }]);
         await expect(ops.rescheduleTimers([move.id], new Date(Number.NaN))).rejects.toMatchObject({ code: 'OPTION_INVALID' });
-        await expect(ops.cancelTimers([])).rejects.toMatchObject({ code: 'OPTION_INVALID' });
+        expect(await ops.cancelTimers([])).toEqual({ requested: 0, affected: 0, items: [] });
+        await expect(ops.cancelTimers('x' as never)).rejects.toMatchObject({ code: 'OPTION_INVALID' });
         await expect(ops.cancelTimers(['DROP TABLE'])).rejects.toMatchObject({ code: 'OPTION_INVALID' });
       });
     });

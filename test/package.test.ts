@@ -43,6 +43,9 @@ describe('the npm tarball in a separate MikroORM app', () => {
     expect(result.timers).toBe(0);
     expect(result.libraryDiff).toBe('');
     expect(result.missingLibraryMigrations).toEqual([]);
+    // mikro-orm-saga/operations through the tarball's exports map.
+    expect(result.listed).toEqual([{ correlation: 'c-1', completed: true }]);
+    expect(result.schemaProblems).toEqual([]);
     expect(String(result.activeIndex).replaceAll('"', '').replaceAll('`', '').toLowerCase()).toMatch(
       /\(created_at\) where \(?completed_at is null\)?/,
     );

@@ -14,6 +14,7 @@ import type { OperationsContext } from './operations-context.js';
 
 /** Which of `ids` exist in `table`, and whether each is pending or dead-lettered. */
 async function rowStates(ops: OperationsContext, table: DispatchTable, ids: readonly string[]) {
+  if (ids.length === 0) return new Map<string, unknown>();
   const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
   const rows = await queryRows<{ id: string; dispatchedAt: unknown; outcome: string | null }>(
     ops.db.em.fork({ clear: true }),

@@ -22,15 +22,13 @@ export const TABLE_STATUSES: Readonly<Record<DispatchTable, readonly DispatchRow
   saga_outbox: ['pending', 'leased', 'dead_lettered', 'published'],
 };
 
-const TIMER_COLUMNS: readonly TimerProperty[] = [
+/** The columns both tables show an operator (`DispatchRow`). */
+const SHARED_COLUMNS = [
   'id',
   'sagaType',
   'sagaId',
-  'name',
-  'step',
   'messageType',
   'payload',
-  'dueAt',
   'availableAt',
   'attempts',
   'lastError',
@@ -41,25 +39,9 @@ const TIMER_COLUMNS: readonly TimerProperty[] = [
   'deadLetterReason',
   'correlationId',
   'createdAt',
-];
-const OUTBOX_COLUMNS: readonly OutboxProperty[] = [
-  'id',
-  'sagaType',
-  'sagaId',
-  'messageType',
-  'payload',
-  'headers',
-  'availableAt',
-  'attempts',
-  'lastError',
-  'lockedUntil',
-  'dispatchedAt',
-  'outcome',
-  'deadLetteredAt',
-  'deadLetterReason',
-  'correlationId',
-  'createdAt',
-];
+] as const satisfies readonly (TimerProperty & OutboxProperty)[];
+const TIMER_COLUMNS: readonly TimerProperty[] = [...SHARED_COLUMNS, 'name', 'step', 'dueAt'];
+const OUTBOX_COLUMNS: readonly OutboxProperty[] = [...SHARED_COLUMNS, 'headers'];
 
 /** `select` list of a table's operator columns, aliased to property names. */
 function selectList(ops: OperationsContext, table: DispatchTable): string {

@@ -7,6 +7,7 @@ export type {
   ActiveSagaCount,
   BulkResult,
   CancelStatus,
+  DispatchRow,
   DispatchRowQuery,
   DispatchRowStatus,
   HandledMessageRow,

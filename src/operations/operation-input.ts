@@ -21,7 +21,9 @@ export function invalidInput(message: string, details: Record<string, unknown> =
 /** An integer in `1..max`. */
 export function checkLimit(value: unknown, what: string, max = MAX_PAGE_LIMIT): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
-    throw invalidInput(`${what} must be an integer from 1 to ${max}; got ${kindOf(value)}${typeof value === 'number' ? ` ${value}` : ''}.`);
+    throw invalidInput(
+      `${what} must be an integer from 1 to ${max}; got ${typeof value === 'number' ? 'a number outside that range' : kindOf(value)}.`,
+    );
   }
   return value;
 }
@@ -42,10 +44,10 @@ export function checkUuid(value: unknown, what: string): string {
   return value.toLowerCase();
 }
 
-/** A list of 1 to {@link MAX_IDS_PER_CALL} uuids, deduplicated in the order given. */
+/** A list of 0 to {@link MAX_IDS_PER_CALL} uuids, deduplicated in the order given. */
 export function checkIds(value: unknown, what: string): string[] {
-  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_IDS_PER_CALL) {
-    throw invalidInput(`${what} must be an array of 1 to ${MAX_IDS_PER_CALL} ids.`);
+  if (!Array.isArray(value) || value.length > MAX_IDS_PER_CALL) {
+    throw invalidInput(`${what} must be an array of at most ${MAX_IDS_PER_CALL} ids.`);
   }
   return [...new Set(value.map((id, index) => checkUuid(id, `${what}[${index}]`)))];
 }

@@ -108,17 +108,14 @@ export interface ActiveSagaCount {
   readonly active: number;
 }
 
-/** A timer as an operator sees it. `payload` and `deadLetterReason` may hold sensitive data. */
-export interface TimerRow {
+/** What timers and outbox rows share, as an operator sees them. `payload` and `deadLetterReason` may hold sensitive data. */
+export interface DispatchRow {
   readonly id: string;
   readonly status: DispatchRowStatus;
   readonly sagaType: string;
   readonly sagaId: string;
-  readonly name: string;
-  readonly step: string | null;
   readonly messageType: string;
   readonly payload: unknown;
-  readonly dueAt: Date;
   readonly availableAt: Date;
   readonly attempts: number;
   readonly lastError: string | null;
@@ -130,24 +127,16 @@ export interface TimerRow {
   readonly createdAt: Date;
 }
 
-/** An outbox row as an operator sees it. `payload` and `deadLetterReason` may hold sensitive data. */
-export interface OutboxRow {
-  readonly id: string;
-  readonly status: DispatchRowStatus;
-  readonly sagaType: string;
-  readonly sagaId: string;
-  readonly messageType: string;
-  readonly payload: unknown;
+/** A timer as an operator sees it. */
+export interface TimerRow extends DispatchRow {
+  readonly name: string;
+  readonly step: string | null;
+  readonly dueAt: Date;
+}
+
+/** An outbox row as an operator sees it. */
+export interface OutboxRow extends DispatchRow {
   readonly headers: Readonly<Record<string, string>>;
-  readonly availableAt: Date;
-  readonly attempts: number;
-  readonly lastError: string | null;
-  readonly lockedUntil: Date | null;
-  readonly dispatchedAt: Date | null;
-  readonly deadLetteredAt: Date | null;
-  readonly deadLetterReason: string | null;
-  readonly correlationId: string | null;
-  readonly createdAt: Date;
 }
 
 /** A message id a saga handled. */

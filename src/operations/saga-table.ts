@@ -1,5 +1,4 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
-import { SagaDefinitionError } from '../errors.js';
 import { type CorrelationCheck, correlationCheckFor } from '../saga/correlation-value.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
 
@@ -24,22 +23,12 @@ export interface SagaTable {
   readonly checkCorrelation: CorrelationCheck;
 }
 
-/**
- * Reads the table of each saga from MikroORM's metadata.
- * @throws SagaDefinitionError `DEFINITION_INVALID` when a state entity is not registered.
- */
+/** Reads the table of each saga from MikroORM's metadata (the runtime checked each is registered). */
 export function sagaTablesOf(em: EntityManager, sagas: readonly AnySagaDefinition[]): Map<string, SagaTable> {
   const tables = new Map<string, SagaTable>();
   const platform = em.getPlatform();
   for (const definition of sagas) {
-    const meta = em.getMetadata().find(definition.state.name);
-    if (!meta || meta.class !== definition.state) {
-      throw new SagaDefinitionError(
-        'DEFINITION_INVALID',
-        `Saga ${definition.name}: entity ${definition.state.name} is not registered in MikroORM: add it to the 'entities' of your ORM config.`,
-        { sagaType: definition.name },
-      );
-    }
+    const meta = em.getMetadata().find(definition.state.name)!;
     const field = (property: string) => platform.quoteIdentifier(meta.properties[property as never]!.fieldNames[0]!);
     tables.set(definition.name, {
       sagaType: definition.name,

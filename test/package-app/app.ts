@@ -7,6 +7,7 @@ import { TsMorphMetadataProvider } from '@mikro-orm/reflection';
 import { SqliteDriver } from '@mikro-orm/sqlite';
 import { defineSaga, SAGA_ENTITIES, SagaRuntime, SagaState, SagaTimer } from 'mikro-orm-saga';
 import { SAGA_MIGRATIONS } from 'mikro-orm-saga/migrations';
+import { inspectSagaSchema, SagaOperations } from 'mikro-orm-saga/operations';
 import { FakeClock } from 'mikro-orm-saga/testing';
 
 @Entity({ tableName: 'subscription_saga' })
@@ -77,6 +78,12 @@ try {
   const runtime = new SagaRuntime({ em: orm.em, sagas: [subscriptionSaga], clock: new FakeClock() });
   const started = await runtime.handle(subscriptionSaga, { type: 'TrialStarted', customerId: 'c-1' });
   const paid = await runtime.handle(subscriptionSaga, { type: 'Paid', customerId: 'c-1' });
+  const operations = new SagaOperations({ runtime });
+  const listed = (await operations.listSagas({ sagaType: 'subscription', limit: 5 })).items.map((saga) => ({
+    correlation: saga.correlation,
+    completed: saga.completedAt !== null,
+  }));
+  const schemaProblems = await inspectSagaSchema({ em: orm.em, sagas: [subscriptionSaga] });
   const em = orm.em.fork();
   const timers = await em.count(SagaTimer, {});
   const libraryDiff = (await orm.getSchemaGenerator().getUpdateSchemaSQL({ wrap: false, dropTables })).trim();
@@ -101,6 +108,8 @@ try {
       activeIndex: activeIndex?.sql,
       cachedEntities,
       appNotes,
+      listed,
+      schemaProblems,
     }),
   );
 } finally {
