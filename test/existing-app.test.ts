@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SAGA_MIGRATIONS } from '../migrations/index.js';
-import { createEmptyDatabase, DIALECTS, type EmptyDatabase } from './support/databases.js';
+import { createEmptyDatabase, DIALECTS, type DialectName, type EmptyDatabase } from './support/databases.js';
 import { buildApp, installPackedPackage, root, run } from './support/packed-package.js';
 
 const app = join(root, '.tmp', `existing-app-${randomUUID().slice(0, 8)}`);
@@ -124,6 +124,16 @@ afterAll(async () => {
   await rm(shipped, { recursive: true, force: true });
 });
 
+/** An empty database of the describe's own (the app's migrations build it), dropped afterwards. */
+function useEmptyDatabase(dialect: DialectName): () => EmptyDatabase {
+  let db: EmptyDatabase | undefined;
+  beforeAll(async () => {
+    db = await createEmptyDatabase(dialect);
+  });
+  afterAll(() => db?.drop());
+  return () => db!;
+}
+
 /** The migrations in `dir` newer than `before`, backticks and escaped quotes read as double quotes. */
 async function newMigration(dir: string, before: string[]): Promise<string> {
   const [created] = (await readdir(dir)).filter((file) => !before.includes(file));
@@ -133,14 +143,10 @@ async function newMigration(dir: string, before: string[]): Promise<string> {
 
 for (const dialect of DIALECTS) {
   describe(`examples/existing-app from the npm tarball (${dialect})`, () => {
-    let db: EmptyDatabase;
-    beforeAll(async () => {
-      db = await createEmptyDatabase(dialect);
-    });
-    afterAll(() => db?.drop());
+    const database = useEmptyDatabase(dialect);
 
     it('generates and runs its next migration with the MikroORM CLI, then a second migration:create finds nothing', async () => {
-      const env = appEnv(db, dialect);
+      const env = appEnv(database(), dialect);
       // The app is in production already: its own migration ran before it added the library.
       await mikroOrm(env, 'migration:up');
       const folder = join(app, 'src', 'migrations', dialect);
@@ -166,7 +172,7 @@ for (const dialect of DIALECTS) {
 
     it('serves HTTP with the dispatcher beside it: a saga starts, its timer fires, the outbox is published; SIGTERM exits 0', async () => {
       await buildApp(app);
-      const server = startServer(appEnv(db, dialect, { PORT: '0', PAYMENT_TIMEOUT_MS: '200', DISPATCH_POLL_MS: '50' }));
+      const server = startServer(appEnv(database(), dialect, { PORT: '0', PAYMENT_TIMEOUT_MS: '200', DISPATCH_POLL_MS: '50' }));
       try {
         const { port } = await server.next((line) => line.event === 'listening', 'listening');
         expect(await post(Number(port), '/customers', { id: 'c-1', name: 'Ada' })).toMatchObject({ status: 201 });
@@ -186,7 +192,7 @@ for (const dialect of DIALECTS) {
         const paid = await post(Number(port), '/payments', { orderId: 'o-2' });
         expect(paid).toMatchObject({ status: 202, body: { outcome: 'handled', completed: true, timersCancelled: 1 } });
         await expect(server.next(published('ShipOrder'), 'ShipOrder published')).resolves.toMatchObject({ payload: { orderId: 'o-2' } });
-        await expectOperatorCli(appEnv(db, dialect));
+        await expectOperatorCli(appEnv(database(), dialect));
       } finally {
         server.child.kill('SIGTERM');
       }
@@ -198,14 +204,10 @@ for (const dialect of DIALECTS) {
 
 for (const dialect of DIALECTS) {
   describe(`examples/existing-app with the library's shipped migrations beside its own (${dialect})`, () => {
-    let db: EmptyDatabase;
-    beforeAll(async () => {
-      db = await createEmptyDatabase(dialect);
-    });
-    afterAll(() => db?.drop());
+    const database = useEmptyDatabase(dialect);
 
     it('runs them from its folder with its own; migration:create then writes only its saga table', async () => {
-      const env = appEnv(db, dialect);
+      const env = appEnv(database(), dialect);
       const folder = join(shipped, 'src', 'migrations', dialect);
       // docs/integration.md: one file per library migration, named after it.
       for (const { name } of SAGA_MIGRATIONS[dialect]) {

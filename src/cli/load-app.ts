@@ -8,7 +8,7 @@ import { CliUsageError } from './cli-usage-error.js';
 
 /** Where the CLI finds the application. */
 export interface AppLocation {
-  /** The working directory: relative paths and package.json are read from here. */
+  /** The working directory: `--sagas` paths and package.json `mikro-orm-saga` are read from here (MikroORM's own config discovery reads `process.cwd()`, which the CLI's is). */
   readonly cwd: string;
   /** `--config`: the MikroORM config file. Default: found as the MikroORM CLI finds it. */
   readonly config?: string;
