@@ -174,7 +174,11 @@ for (const dialect of DIALECTS) {
         await expect(ops.listSagas({ createdAfter: from, limit: 1, cursor, status: 'active' })).rejects.toMatchObject({
           code: 'CURSOR_INVALID',
         });
-        expect((await ops.listSagas({ createdAfter: from, limit: 1, cursor })).items).toHaveLength(1);
+        // Keyset pages: a saga created meanwhile (newer) does not shift the next page.
+        clock.advance(1);
+        await start(uniqueKey('cursor'));
+        const next = await ops.listSagas({ createdAfter: from, limit: 1, cursor });
+        expect(next.items.map((s) => s.createdAt)).toEqual([from]);
       });
     });
 
@@ -242,6 +246,7 @@ for (const dialect of DIALECTS) {
           },
           dispatchedAt: null,
         });
+        expect(audit!.headers).toEqual({ 'saga-type': 'scripted', 'saga-id': id, 'operator-action': 'forceComplete' });
         await expect(ops.forceComplete({ sagaType: 'scripted', sagaId: id, reason: 'again' })).rejects.toMatchObject({
           code: 'SAGA_STATE_CONFLICT',
         });
@@ -249,6 +254,7 @@ for (const dialect of DIALECTS) {
         const reopened = await ops.reopen({ sagaType: 'scripted', sagaId: id, reason: 'refund late', expectedVersion: 1 });
         expect(reopened).toMatchObject({ version: 2, timersCancelled: 0 });
         expect(await rows.saga(key)).toMatchObject({ version: 2, completedAt: null });
+        expect(await rows.pendingTimers(id)).toEqual([]); // reopening restores no timer
         expect((await rows.outbox(id)).map((o) => o.messageType).sort()).toEqual(['SagaForceCompleted', 'SagaReopened']);
         await expect(ops.reopen({ sagaType: 'scripted', sagaId: id, reason: 'again' })).rejects.toMatchObject({
           code: 'SAGA_STATE_CONFLICT',
