@@ -164,7 +164,8 @@ export async function inspectSagaSchema(options: VerifySagaSchemaOptions): Promi
   }
   for (const saga of options.sagas ?? []) {
     const meta = metadata.find(saga.state.name);
-    if (meta) expected.push(sagaTable(meta));
+    // Two sagas may share a state entity (and so a table): check it once.
+    if (meta && !expected.some((table) => table.table === meta.tableName)) expected.push(sagaTable(meta));
   }
   const catalog = await readCatalog(em.fork({ clear: true }), dialectOf(em), [...new Set(expected.map((t) => t.table))]);
   return expected.flatMap((table) => compareTable(table, catalog.get(table.table)));
