@@ -3,7 +3,7 @@
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaDispatchError, SagaDispatcher, SagaRuntime, SagaSchemaError, silentLogger } from '../src/index.js';
-import { inspectSagaSchema, SCHEMA_FIX, verifySagaSchema } from '../src/operations/index.js';
+import { inspectSagaSchema, SagaOperations, SCHEMA_FIX, verifySagaSchema } from '../src/operations/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { NumberedSaga, numberedSaga } from './fixtures/numbered-saga.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
@@ -102,6 +102,28 @@ for (const dialect of DIALECTS) {
       if (dialect === 'postgresql') {
         // PostgreSQL keeps uuid columns typed: varchar is another family there (SQLite stores uuids as text).
         expect(byItem['saga_handled_message.id']).toMatchObject({ kind: 'column_type', expected: 'uuid' });
+      }
+    });
+
+    it('an operator call on a missing table is SCHEMA_INVALID naming the call, never the SQL or the values', async () => {
+      const { orm } = await fresh();
+      const secret = 'secret-order-7';
+      await run(orm, 'drop table "scripted_saga"');
+      await run(orm, 'drop table "saga_timer"');
+      const ops = new SagaOperations({ em: orm.em, sagas });
+      for (const [call, attempt] of [
+        ['listSagas', ops.listSagas({ sagaType: 'scripted', correlation: secret, limit: 5 })],
+        ['listTimers', ops.listTimers({ messageType: secret, limit: 5 })],
+        ['forceComplete', ops.forceComplete({ sagaType: 'scripted', sagaId: '00000000-0000-4000-8000-000000000000', reason: secret })],
+      ] as const) {
+        const error = await attempt.catch((e: unknown) => e);
+        expect(error, call).toBeInstanceOf(SagaSchemaError);
+        expect(error).toMatchObject({ code: 'SCHEMA_INVALID', details: { operation: call } });
+        const message = (error as Error).message;
+        expect(message).toContain(`${call} failed`);
+        expect(message).not.toContain(secret);
+        expect(message).not.toMatch(/select |from "/i);
+        expect(String(((error as Error).cause as Error).message)).toMatch(/scripted_saga|saga_timer/);
       }
     });
 

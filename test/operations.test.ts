@@ -1,5 +1,6 @@
 // Issue 9, operator API, on every database: find sagas, look at one, force-complete and reopen it; list,
 // requeue, cancel and reschedule timers and outbox rows. Real rows, a fake clock, one dispatcher pass at a time.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   type Duration,
@@ -13,6 +14,7 @@ import {
   silentLogger,
 } from '../src/index.js';
 import { SagaOperations } from '../src/operations/index.js';
+import { decodeCursor, encodeCursor } from '../src/operations/page-cursor.js';
 import { FakeClock } from '../src/testing/index.js';
 import { NumberedSaga, numberedSaga } from './fixtures/numbered-saga.js';
 import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
@@ -28,6 +30,44 @@ const failing = (name: string, after: Duration = 1_000): Action => ({
   message: { type: 'Tick', label: name, actions: [{ op: 'throw', message: 'boom' }] },
 });
 const YEAR: Duration = { days: 365 };
+
+describe('page cursors (no database)', () => {
+  const filters = { types: ['scripted'], status: 'all' };
+  const valid = encodeCursor({ createdAtMs: 1_767_600_000_000, sagaType: 'scripted', id: '0190b6d2-7c1e-7aaa-8bbb-123456789abc' }, filters);
+  const known = new Set(['scripted']);
+  const refused = (cursor: unknown, with_ = filters) => {
+    try {
+      decodeCursor(cursor, with_, known);
+      return false;
+    } catch (error) {
+      expect(error).toMatchObject({ code: 'CURSOR_INVALID' });
+      return true;
+    }
+  };
+
+  it('reads back exactly what it wrote, and only with the same filters', () => {
+    expect(decodeCursor(valid, filters, known)).toEqual({
+      createdAtMs: 1_767_600_000_000,
+      sagaType: 'scripted',
+      id: '0190b6d2-7c1e-7aaa-8bbb-123456789abc',
+    });
+    expect(refused(valid, { ...filters, status: 'active' })).toBe(true);
+  });
+
+  it('refuses any other text, and any one-character edit of a cursor, as CURSOR_INVALID', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 300 }), (text) => text === valid || refused(text)),
+      { numRuns: 300 },
+    );
+    fc.assert(
+      fc.property(fc.nat(valid.length - 1), fc.constantFrom(...'ABCabc019-_'), (at, char) => {
+        const edited = valid.slice(0, at) + char + valid.slice(at + 1);
+        return edited === valid || refused(edited);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
 
 for (const dialect of DIALECTS) {
   describe(`operator API (${dialect})`, () => {
@@ -174,7 +214,11 @@ for (const dialect of DIALECTS) {
         await expect(ops.listSagas({ createdAfter: from, limit: 1, cursor, status: 'active' })).rejects.toMatchObject({
           code: 'CURSOR_INVALID',
         });
-        expect((await ops.listSagas({ createdAfter: from, limit: 1, cursor })).items).toHaveLength(1);
+        // Keyset pages: a saga created meanwhile (newer) does not shift the next page.
+        clock.advance(1);
+        await start(uniqueKey('cursor'));
+        const next = await ops.listSagas({ createdAfter: from, limit: 1, cursor });
+        expect(next.items.map((s) => s.createdAt)).toEqual([from]);
       });
     });
 
@@ -242,6 +286,7 @@ for (const dialect of DIALECTS) {
           },
           dispatchedAt: null,
         });
+        expect(audit!.headers).toEqual({ 'saga-type': 'scripted', 'saga-id': id, 'operator-action': 'forceComplete' });
         await expect(ops.forceComplete({ sagaType: 'scripted', sagaId: id, reason: 'again' })).rejects.toMatchObject({
           code: 'SAGA_STATE_CONFLICT',
         });
@@ -249,6 +294,7 @@ for (const dialect of DIALECTS) {
         const reopened = await ops.reopen({ sagaType: 'scripted', sagaId: id, reason: 'refund late', expectedVersion: 1 });
         expect(reopened).toMatchObject({ version: 2, timersCancelled: 0 });
         expect(await rows.saga(key)).toMatchObject({ version: 2, completedAt: null });
+        expect(await rows.pendingTimers(id)).toEqual([]); // reopening restores no timer
         expect((await rows.outbox(id)).map((o) => o.messageType).sort()).toEqual(['SagaForceCompleted', 'SagaReopened']);
         await expect(ops.reopen({ sagaType: 'scripted', sagaId: id, reason: 'again' })).rejects.toMatchObject({
           code: 'SAGA_STATE_CONFLICT',

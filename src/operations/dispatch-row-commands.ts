@@ -7,6 +7,7 @@ import {
   type CancelStatus,
   DISPATCH_ROW_STATUSES,
   ITEM_STATUSES,
+  type ItemStatus,
   type RequeueStatus,
   type RescheduleStatus,
 } from './operation-types.js';
@@ -25,17 +26,17 @@ async function rowStates(ops: OperationsContext, table: DispatchTable, ids: read
 }
 
 /** Runs `change` once per id (each its own short statement) and collects one status per id. */
-async function perItem<TStatus extends string>(
+async function perItem<TStatus extends ItemStatus>(
   ids: readonly string[],
   change: (id: string) => Promise<TStatus>,
   affectedStatus: TStatus,
-): Promise<BulkResult<TStatus & BulkResult['items'][number]['status']>> {
+): Promise<BulkResult<TStatus>> {
   const items: { id: string; status: TStatus }[] = [];
   for (const id of ids) items.push({ id, status: await change(id) });
   return {
     requested: ids.length,
     affected: items.filter((item) => item.status === affectedStatus).length,
-    items: items as never,
+    items,
   };
 }
 

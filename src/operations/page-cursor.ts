@@ -17,10 +17,9 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
  * that returned it. (Not a secret: it catches edits and mix-ups; every field is also checked on its own.)
  */
 function fingerprint(position: readonly unknown[], filters: unknown): string {
-  return createHash('sha256')
-    .update(JSON.stringify([position, filters]))
-    .digest('base64url')
-    .slice(0, 16);
+  // A bigint correlation filter is digested as its decimal text (JSON has no bigint).
+  const text = JSON.stringify([position, filters], (_key, value: unknown) => (typeof value === 'bigint' ? `${value}n` : value));
+  return createHash('sha256').update(text).digest('base64url').slice(0, 16);
 }
 
 /** An opaque cursor for the page after `position`, bound to `filters`. */

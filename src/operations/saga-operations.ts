@@ -8,6 +8,7 @@ import { DISPATCH_TABLES } from '../sql/dispatch-statements.js';
 import type { Clock } from '../time/clock.js';
 import { cancelTimers, requeueRows, rescheduleTimers } from './dispatch-row-commands.js';
 import { listDispatchRows } from './dispatch-row-queries.js';
+import { asOperation } from './operation-failure.js';
 import type {
   ActiveSagaCount,
   BulkResult,
@@ -54,6 +55,8 @@ export type SagaOperationsOptions =
  * What an operator does to sagas, timers and outbox rows: find, look at, force-complete or reopen a saga;
  * list, requeue, cancel and reschedule timers and outbox rows; purge what retention allows. Every filter,
  * order and limit runs in SQL on the tables MikroORM's metadata names; nothing loads a whole table.
+ * A database failure is a `SagaSchemaError` (`SCHEMA_INVALID`: a table or column is missing) or a
+ * `SagaPersistenceError` (`DATABASE_UNREACHABLE`, `PERSISTENCE_FAILED`) naming the call, never SQL or values.
  *
  * ```ts
  * const ops = new SagaOperations({ runtime });
@@ -103,7 +106,7 @@ export class SagaOperations {
    *   `CORRELATION_INVALID`.
    */
   listSagas(query: SagaListQuery): Promise<Page<SagaSummary>> {
-    return listSagas(this.ops, query);
+    return asOperation('listSagas', () => listSagas(this.ops, query));
   }
 
   /**
@@ -111,12 +114,12 @@ export class SagaOperations {
    * @returns undefined when there is no such saga.
    */
   getSaga(lookup: SagaLookup): Promise<SagaDetail | undefined> {
-    return getSaga(this.ops, lookup);
+    return asOperation('getSaga', () => getSaga(this.ops, lookup));
   }
 
   /** The number of active sagas of each registered type (one count over each table's active-row index). */
   countActiveSagas(): Promise<ActiveSagaCount[]> {
-    return countActiveSagas(this.ops);
+    return asOperation('countActiveSagas', () => countActiveSagas(this.ops));
   }
 
   /**
@@ -126,7 +129,7 @@ export class SagaOperations {
    * @throws SagaConcurrencyError `VERSION_CONFLICT`: the saga moved on (or is not at `expectedVersion`); nothing was written.
    */
   forceComplete(request: SagaChangeRequest): Promise<SagaChange> {
-    return changeSaga(this.ops, 'forceComplete', request);
+    return asOperation('forceComplete', () => changeSaga(this.ops, 'forceComplete', request));
   }
 
   /**
@@ -135,17 +138,17 @@ export class SagaOperations {
    * @throws as {@link forceComplete}; `SAGA_STATE_CONFLICT` when the saga is active.
    */
   reopen(request: SagaChangeRequest): Promise<SagaChange> {
-    return changeSaga(this.ops, 'reopen', request);
+    return asOperation('reopen', () => changeSaga(this.ops, 'reopen', request));
   }
 
   /** Timers by status, saga, name and message type, newest first (`created_at`, id), paged with `nextCursor`. */
   listTimers(query: DispatchRowQuery): Promise<Page<TimerRow>> {
-    return listDispatchRows(this.ops, DISPATCH_TABLES.timer, query);
+    return asOperation('listTimers', () => listDispatchRows(this.ops, DISPATCH_TABLES.timer, query));
   }
 
   /** Outbox rows by status, saga and message type, newest first (`created_at`, id), paged with `nextCursor`. */
   listOutbox(query: DispatchRowQuery): Promise<Page<OutboxRow>> {
-    return listDispatchRows(this.ops, DISPATCH_TABLES.outbox, query);
+    return asOperation('listOutbox', () => listDispatchRows(this.ops, DISPATCH_TABLES.outbox, query));
   }
 
   /**
@@ -153,22 +156,22 @@ export class SagaOperations {
    * `requeued`, `not_found`, `not_dead_lettered`, or `conflict` when a timer of that name is pending on the saga.
    */
   requeueTimers(ids: readonly string[]): Promise<BulkResult<RequeueStatus>> {
-    return requeueRows(this.ops, DISPATCH_TABLES.timer, ids);
+    return asOperation('requeueTimers', () => requeueRows(this.ops, DISPATCH_TABLES.timer, ids));
   }
 
   /** Puts dead-lettered outbox rows back in the pending set. One result per id. */
   requeueOutbox(ids: readonly string[]): Promise<BulkResult<RequeueStatus>> {
-    return requeueRows(this.ops, DISPATCH_TABLES.outbox, ids);
+    return asOperation('requeueOutbox', () => requeueRows(this.ops, DISPATCH_TABLES.outbox, ids));
   }
 
   /** Deletes pending timers: `cancelled`, `not_found` or `not_pending` per id. */
   cancelTimers(ids: readonly string[]): Promise<BulkResult<CancelStatus>> {
-    return cancelTimers(this.ops, ids);
+    return asOperation('cancelTimers', () => cancelTimers(this.ops, ids));
   }
 
   /** Moves pending timers to `dueAt` with a new token: `rescheduled`, `not_found` or `not_pending` per id. */
   rescheduleTimers(ids: readonly string[], dueAt: Date): Promise<BulkResult<RescheduleStatus>> {
-    return rescheduleTimers(this.ops, ids, dueAt);
+    return asOperation('rescheduleTimers', () => rescheduleTimers(this.ops, ids, dueAt));
   }
 
   /**
@@ -177,6 +180,6 @@ export class SagaOperations {
    * @throws SagaValidationError `OPTION_INVALID` for a bad cutoff, batch size, or nothing to do.
    */
   purge(options: PurgeOptions): Promise<PurgeReport> {
-    return purge(this.ops, options);
+    return asOperation('purge', () => purge(this.ops, options));
   }
 }

@@ -17,7 +17,7 @@ import {
 } from './operation-types.js';
 import type { OperationsContext } from './operations-context.js';
 import { decodeCursor, encodeCursor, type PagePosition } from './page-cursor.js';
-import type { SagaTable } from './saga-table.js';
+import { checkCorrelationValue, type SagaTable } from './saga-table.js';
 
 /** The registered saga table of `sagaType`. @throws SagaValidationError `SAGA_TYPE_UNKNOWN`. */
 export function sagaTableOf(ops: OperationsContext, sagaType: unknown): SagaTable {
@@ -52,7 +52,7 @@ function checkSagaQuery(ops: OperationsContext, query: SagaListQuery): SagaFilte
   return {
     types: single ? [single] : [...ops.sagas.values()],
     status: checkOneOf(query.status, 'status', Object.values(SAGA_STATUSES)) ?? SAGA_STATUSES.ALL,
-    correlation: query.correlation === undefined ? undefined : single!.checkCorrelation(query.correlation, 'the correlation filter'),
+    correlation: query.correlation === undefined ? undefined : checkCorrelationValue(single!, query.correlation, 'The correlation filter'),
     step: checkName(query.step, 'The step filter', COLUMN_LIMITS.step),
     createdAfter: checkDate(query.createdAfter, 'createdAfter'),
     createdBefore: checkDate(query.createdBefore, 'createdBefore'),
@@ -142,7 +142,7 @@ export async function getSaga(ops: OperationsContext, lookup: SagaLookup): Promi
   const where =
     lookup.sagaId !== undefined
       ? { id: checkUuid(lookup.sagaId, 'sagaId') }
-      : { [saga.definition.correlationProperty]: saga.checkCorrelation(lookup.correlation, 'the correlation lookup') };
+      : { [saga.definition.correlationProperty]: checkCorrelationValue(saga, lookup.correlation, 'The correlation lookup') };
   const em = ops.db.em.fork({ clear: true });
   const entity = await em.findOne(saga.meta.class, where as never);
   if (!entity) return undefined;

@@ -1,4 +1,5 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
+import { SagaCorrelationError } from '../errors.js';
 import { type CorrelationCheck, correlationCheckFor } from '../saga/correlation-value.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
 
@@ -19,8 +20,26 @@ export interface SagaTable {
     readonly correlation: string;
     readonly step: string | null;
   };
-  /** Checks an operator's correlation value as an incoming message's value is checked. */
+  /** The correlation property's check, as the runtime applies it to messages; see {@link checkCorrelationValue}. */
   readonly checkCorrelation: CorrelationCheck;
+}
+
+/**
+ * Checks an operator's correlation value (a filter or a lookup) as an incoming message's value is checked.
+ * @throws SagaCorrelationError `CORRELATION_INVALID`, worded for an operator, quoting no value.
+ */
+export function checkCorrelationValue(saga: SagaTable, value: unknown, what: string): unknown {
+  try {
+    return saga.checkCorrelation(value, what);
+  } catch (error) {
+    if (!(error instanceof SagaCorrelationError)) throw error;
+    const property = saga.definition.correlationProperty;
+    throw new SagaCorrelationError(
+      'CORRELATION_INVALID',
+      `${what} is not a value of ${saga.sagaType}'s correlation property ${property}: pass a value of that property's own type (no objects or arrays); nothing was read.`,
+      { sagaType: saga.sagaType, property },
+    );
+  }
 }
 
 /** Reads the table of each saga from MikroORM's metadata (the runtime checked each is registered). */

@@ -145,6 +145,7 @@ function compareIndex(table: string, index: ExpectedTable['indexes'][number], ac
  * active-row index). Reads the catalog only: PostgreSQL `information_schema` and `pg_indexes`, SQLite
  * `pragma_table_info` and `sqlite_master`. Tables of the connection's default schema.
  * @returns every difference found; empty when the schema fits.
+ * @throws SagaDefinitionError `DEFINITION_INVALID` when a library entity or a saga's state entity is not registered.
  * @throws SagaPersistenceError `DATABASE_UNREACHABLE` for a SQLite file that does not exist and cannot be created;
  *   the driver's error when the database cannot be reached otherwise.
  */
@@ -164,7 +165,15 @@ export async function inspectSagaSchema(options: VerifySagaSchemaOptions): Promi
   }
   for (const saga of options.sagas ?? []) {
     const meta = metadata.find(saga.state.name);
-    if (meta) expected.push(sagaTable(meta));
+    if (!meta) {
+      throw new SagaDefinitionError(
+        'DEFINITION_INVALID',
+        `Saga ${saga.name}: entity ${saga.state.name} is not registered in MikroORM: add it to the 'entities' of your ORM config.`,
+        { sagaType: saga.name },
+      );
+    }
+    // Two sagas may share a state entity (and so a table): check it once.
+    if (!expected.some((table) => table.table === meta.tableName)) expected.push(sagaTable(meta));
   }
   const catalog = await readCatalog(em.fork({ clear: true }), dialectOf(em), [...new Set(expected.map((t) => t.table))]);
   return expected.flatMap((table) => compareTable(table, catalog.get(table.table)));
