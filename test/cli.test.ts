@@ -194,7 +194,7 @@ for (const dialect of DIALECTS) {
       expect(left.map((row) => row.messageType).sort()).toEqual(['SagaForceCompleted', 'SagaReopened']); // not yet relayed
     });
 
-    it('verify-schema exits 0 on a migrated database and 3 naming what is missing', async () => {
+    it('verify-schema exits 0 on a migrated database and 3 naming what is missing; a command on a missing table exits 3', async () => {
       expect(await cli('verify-schema')).toMatchObject({ code: 0, stdout: expect.stringContaining('The schema fits') });
       await db().orm.em.getConnection().execute('drop index saga_timer_pending_name_uniq');
       const broken = await cli('verify-schema', '--json');
@@ -202,6 +202,10 @@ for (const dialect of DIALECTS) {
       expect(JSON.parse(broken.stdout).problems).toEqual([
         expect.objectContaining({ kind: 'index_missing', table: 'saga_timer', item: 'saga_timer_pending_name_uniq' }),
       ]);
+      await db().orm.em.getConnection().execute('alter table saga_outbox rename to saga_outbox_moved');
+      const failed = await cli('outbox', 'list');
+      expect(failed).toMatchObject({ code: 3, stderr: expect.stringContaining('SCHEMA_INVALID') });
+      await db().orm.em.getConnection().execute('alter table saga_outbox_moved rename to saga_outbox');
     });
   });
 }

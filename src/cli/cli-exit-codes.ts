@@ -6,7 +6,7 @@ export const CLI_EXIT_CODES = {
   FAILURE: 1,
   /** Bad command line: unknown command or option, a missing or malformed argument, a write without `--yes` and no terminal. */
   USAGE: 2,
-  /** `verify-schema` found the database different from what the library and the sagas need. */
+  /** `verify-schema` found the database different from what the library and the sagas need, or a command failed on it (`SCHEMA_INVALID`). */
   SCHEMA_MISMATCH: 3,
 } as const;
 /** Exit codes of the `mikro-orm-saga` CLI. */

@@ -78,7 +78,11 @@ async function execute(command: CliCommand, input: CliInput, io: CliIo): Promise
 function failure(error: unknown): { code: string; message: string; exitCode: number } {
   if (error instanceof CliUsageError) return { code: 'USAGE', message: error.message, exitCode: CLI_EXIT_CODES.USAGE };
   if (error instanceof SagaError) {
-    const exitCode = USAGE_CODES.has(error.code) ? CLI_EXIT_CODES.USAGE : CLI_EXIT_CODES.FAILURE;
+    const exitCode = USAGE_CODES.has(error.code)
+      ? CLI_EXIT_CODES.USAGE
+      : error.code === 'SCHEMA_INVALID'
+        ? CLI_EXIT_CODES.SCHEMA_MISMATCH
+        : CLI_EXIT_CODES.FAILURE;
     return { code: error.code, message: error.message, exitCode };
   }
   if (error instanceof DriverException) {
