@@ -9,10 +9,10 @@ export const BENCH_SETTINGS = SHORT
   ? { reps: 1, relayRows: 300, firingTimers: 60, stepMessages: 48, sqliteTimers: 60 }
   : {
       reps: Number(process.env.BENCH_REPS ?? 3),
-      relayRows: Number(process.env.BENCH_RELAY_ROWS ?? 10_000),
-      firingTimers: Number(process.env.BENCH_TIMERS ?? 2_000),
-      stepMessages: Number(process.env.BENCH_STEPS ?? 960),
-      sqliteTimers: Number(process.env.BENCH_SQLITE_TIMERS ?? 2_000),
+      relayRows: Number(process.env.BENCH_RELAY_ROWS ?? 5_000),
+      firingTimers: Number(process.env.BENCH_TIMERS ?? 1_000),
+      stepMessages: Number(process.env.BENCH_STEPS ?? 480),
+      sqliteTimers: Number(process.env.BENCH_SQLITE_TIMERS ?? 1_000),
     };
 
 /** The PostgreSQL server the figures create their databases on. */

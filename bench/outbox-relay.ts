@@ -9,7 +9,14 @@ import { createBenchDatabase } from './bench-database.js';
 import { runTogether } from './child-processes.js';
 import { compare, type FigureResult, interleave } from './figure-stats.js';
 
-const RELAY = { batchSize: 100, concurrency: 10 };
+/**
+ * Settings of every relay, ours and the baselines alike: batches of 100, as many deliveries at once (a
+ * no-op publisher never waits, so a delivery slot per claimed row is the best setting for each of them).
+ */
+const RELAY = {
+  batchSize: Number(process.env.BENCH_RELAY_BATCH ?? 100),
+  concurrency: Number(process.env.BENCH_RELAY_CONCURRENCY ?? 100),
+};
 
 /** Inserts `rows` outbox rows due an hour ago, in one statement. */
 async function seedOutbox(url: string, rows: number): Promise<void> {

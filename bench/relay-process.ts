@@ -38,7 +38,7 @@ function ours(): Relay {
     async connect() {
       orm = await MikroORM.init({
         ...connectionOptions('postgresql', url!, [ScriptedSaga]),
-        pool: { min: 0, max: options.concurrency + 2 },
+        pool: { min: 0, max: Math.min(options.concurrency, 10) + 2 },
       });
     },
     async drain() {
