@@ -35,7 +35,9 @@ export class DeliveryDeadlines {
   ) {}
 
   /** Settles as `work` does, or fails with DeliveryTimeout once `work` ran for `timeoutMs`. */
-  race<T>(work: Promise<T>): Promise<T> {
+  race<T>(work: PromiseLike<T> | T): Promise<T> {
+    // A publisher typed loosely may return a plain value: treat it as settled.
+    const running = Promise.resolve(work);
     let deadline!: Deadline;
     const expired = new Promise<never>((_, reject) => {
       deadline = { at: this.clock.now().getTime() + this.timeoutMs, expire: reject, settled: false };
@@ -44,8 +46,8 @@ export class DeliveryDeadlines {
     this.open++;
     this.arm();
     const settle = () => this.settle(deadline);
-    work.then(settle, settle);
-    return Promise.race([work, expired]);
+    running.then(settle, settle);
+    return Promise.race([running, expired]);
   }
 
   private settle(deadline: Deadline): void {
