@@ -1,55 +1,52 @@
 /**
- * `npx tsx bench/sqlite-processes.ts`: how long one and three dispatcher processes take to drain the same
- * due timers from one SQLite file (issue 7, point 6). Each process is `test/support/dispatcher-process.ts`
- * in `drain` mode; all start together once connected. Prints wall time per run and what each process claimed.
+ * Figures "SQLite, 3 processes vs 1" (issue 7, point 6): how fast one and three dispatcher processes drain
+ * the same due timers from one SQLite file, in rollback-journal and in WAL mode. Each process is
+ * `test/support/dispatcher-process.ts` in `drain` mode; all start together once connected.
  *
- *   BENCH_TIMERS=2000 BENCH_REPS=2 npx tsx bench/sqlite-processes.ts
- *   BENCH_JOURNAL=wal npx tsx bench/sqlite-processes.ts      # the same in WAL mode
+ * Alone: `BENCH_SQLITE_TIMERS=2000 BENCH_REPS=2 node --import tsx bench/sqlite-processes.ts` prints each run
+ * (wall time, what each process claimed, failed passes).
  */
-import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MikroORM } from '@mikro-orm/core';
 import { ScriptedSaga } from '../test/fixtures/scripted-saga.js';
 import { type ChildLine, seedDueTimers, seedingRuntime, startChild } from '../test/support/child-dispatchers.js';
 import { connectionOptions } from '../test/support/databases.js';
+import { removeSqliteFile } from './bench-database.js';
+import { compare, type FigureResult, interleave } from './figure-stats.js';
 
-const TIMERS = Number(process.env.BENCH_TIMERS ?? 2_000);
-const REPS = Number(process.env.BENCH_REPS ?? 1);
 const PER_SAGA = 10;
+type Journal = 'delete' | 'wal';
 
-async function prepare(file: string): Promise<void> {
-  for (const suffix of ['', '-journal', '-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true });
+async function prepare(file: string, journal: Journal, timers: number): Promise<void> {
+  removeSqliteFile(file);
   const orm = await MikroORM.init(connectionOptions('sqlite', file, [ScriptedSaga]));
   await orm.getMigrator().up();
   await orm.getSchemaGenerator().updateSchema();
-  if (process.env.BENCH_JOURNAL === 'wal') await orm.em.getConnection().execute('pragma journal_mode = wal');
-  await seedDueTimers(seedingRuntime(orm), 'bench', TIMERS / PER_SAGA, PER_SAGA);
+  await orm.em.getConnection().execute(`pragma journal_mode = ${journal}`);
+  await seedDueTimers(seedingRuntime(orm), 'bench', Math.ceil(timers / PER_SAGA), PER_SAGA);
   await orm.close(true);
 }
 
-async function drainWith(
-  processes: number,
-  file: string,
-): Promise<{ seconds: number; claimed: number[]; failedPasses: number; interrupted: number }> {
+/** One drain: wall time from the start signal to the last exit, what each process claimed, failed passes. */
+export interface DrainRun {
+  readonly seconds: number;
+  readonly claimed: number[];
+  readonly failedPasses: number;
+}
+
+async function drainWith(processes: number, file: string): Promise<DrainRun> {
   const lines: ChildLine[] = [];
   let ready = 0;
   let go!: () => void;
   const allReady = new Promise<void>((resolve) => {
     go = resolve;
   });
-  const children = Array.from({ length: processes }, () =>
-    startChild(
-      'drain',
-      'sqlite',
-      file,
-      (line) => {
-        lines.push(line);
-        if (line.event === 'ready' && ++ready === processes) go();
-      },
-      { waitForGo: true },
-    ),
-  );
+  const onLine = (line: ChildLine) => {
+    lines.push(line);
+    if (line.event === 'ready' && ++ready === processes) go();
+  };
+  const children = Array.from({ length: processes }, () => startChild('drain', 'sqlite', file, onLine, { waitForGo: true }));
   await allReady;
   const started = process.hrtime.bigint();
   for (const { child } of children) child.stdin?.write('go\n');
@@ -61,19 +58,45 @@ async function drainWith(
     seconds,
     claimed: done.map((d) => Number(d.claimed)),
     failedPasses: done.reduce((sum, d) => sum + Number(d.failedPasses), 0),
-    interrupted: done.reduce((sum, d) => sum + Number(d.interrupted), 0),
   };
 }
 
-const file = join(tmpdir(), `saga-bench-processes-${process.pid}.sqlite`);
-console.info(`${TIMERS} due timers (${PER_SAGA} per saga), SQLite journal mode ${process.env.BENCH_JOURNAL ?? 'delete'}, ${REPS} rep(s)`);
-for (let rep = 0; rep < REPS; rep++) {
-  for (const processes of [1, 3]) {
-    await prepare(file);
-    const run = await drainWith(processes, file);
-    console.info(
-      `${processes} process(es): ${run.seconds.toFixed(1)} s, ${Math.round(TIMERS / run.seconds)} timers/s; claimed ${run.claimed.join(' + ')}; failed passes ${run.failedPasses}; interrupted ${run.interrupted}`,
-    );
-  }
+/** Prepares a file with `timers` due timers and drains it with `processes` processes; logs the run. */
+async function timedDrain(file: string, journal: Journal, processes: number, timers: number, log: (line: string) => void) {
+  await prepare(file, journal, timers);
+  const run = await drainWith(processes, file);
+  const fired = run.claimed.reduce((a, b) => a + b, 0);
+  if (fired < timers) throw new Error(`${processes} process(es) claimed ${fired} of ${timers} timers`);
+  log(
+    `  sqlite ${journal}, ${processes} process(es): ${run.seconds.toFixed(1)} s, claimed ${run.claimed.join(' + ')}, failed passes ${run.failedPasses}`,
+  );
+  return timers / run.seconds;
 }
-for (const suffix of ['', '-journal', '-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true });
+
+export async function sqliteProcessFigures(reps: number, timers: number, log: (line: string) => void = () => {}): Promise<FigureResult[]> {
+  const file = join(tmpdir(), `saga-bench-processes-${process.pid}.sqlite`);
+  const figures: FigureResult[] = [];
+  try {
+    for (const journal of ['delete', 'wal'] as const) {
+      const samples = await interleave(reps, {
+        three: () => timedDrain(file, journal, 3, timers, log),
+        one: () => timedDrain(file, journal, 1, timers, log),
+      });
+      const name = `SQLite dispatcher, ${timers} due timers, 3 processes vs 1 (${journal === 'wal' ? 'WAL' : 'rollback journal'})`;
+      figures.push(compare(name, 'timers/s', samples.three, { name: 'ours, 1 process', samples: samples.one }, 1));
+    }
+  } finally {
+    removeSqliteFile(file);
+  }
+  return figures;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { formatTable } = await import('./figure-stats.js');
+  const figures = await sqliteProcessFigures(
+    Number(process.env.BENCH_REPS ?? 1),
+    Number(process.env.BENCH_SQLITE_TIMERS ?? 2_000),
+    console.info,
+  );
+  console.info(formatTable(figures));
+}

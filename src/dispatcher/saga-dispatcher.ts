@@ -10,7 +10,7 @@ import {
   deadLetter,
   diedWithItsDispatcher,
   ERROR_TEXT_LIMIT,
-  markDeliveryStarted,
+  markDeliveriesStarted,
   markPublished,
   missTimersOverdueBefore,
   missTimersSupersededInBacklog,
@@ -20,6 +20,8 @@ import {
 import { type SagaCounterName, SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { storableText } from '../text/storable-text.js';
 import { type ClaimedOutboxRow, claimDueOutboxRows, claimDueTimers, type UndecodableRow } from './claim-due-rows.js';
+import { CoalescedWrite } from './coalesced-write.js';
+import { DeliveryDeadlines } from './delivery-deadlines.js';
 import { DeliveryPool, type DeliveryTask } from './delivery-pool.js';
 import { describeError as describe } from './describe-error.js';
 import { SagaDispatchError } from './dispatch-pass-error.js';
@@ -96,11 +98,6 @@ const FAILURE_COUNTERS = {
   saga_outbox: { failed: 'messagesFailed', deadLettered: 'messagesDeadLettered' },
 } as const satisfies Record<DispatchTable, { failed: SagaCounterName; deadLettered: SagaCounterName }>;
 
-/** Marks a delivery that ran past `deliveryTimeoutMs`. */
-class DeliveryTimeout extends Error {
-  override readonly name = 'DeliveryTimeout';
-}
-
 /** A claimed row as the delivery machinery sees it, whichever its table. */
 interface HeldRow extends Claim {
   readonly sagaType: string;
@@ -146,6 +143,11 @@ export class SagaDispatcher implements AsyncDisposable {
   };
   private readonly pool: DeliveryPool;
   private readonly leases: LeaseKeeper;
+  private readonly deadlines: DeliveryDeadlines;
+  /** Start marks of the deliveries starting together, per table: one statement. */
+  private readonly starts: Record<DispatchTable, CoalescedWrite>;
+  /** Published stamps of the messages published together: one statement. */
+  private readonly published: CoalescedWrite;
   /** Outcomes the database could not take (it was down): written at the next pass, or by stop(). */
   private pendingOutcomes: PendingOutcome[] = [];
   private controller: AbortController | undefined;
@@ -158,6 +160,11 @@ export class SagaDispatcher implements AsyncDisposable {
     const { concurrency, clock, leaseMs, logger } = this.options;
     this.pool = new DeliveryPool(concurrency, (error) => logger.error(`a delivery task threw: ${describe(error)}`));
     this.leases = new LeaseKeeper(this.context, { clock, leaseMs, logger, onRenewed: (renewal) => this.emit('renewed', renewal) });
+    this.deadlines = new DeliveryDeadlines(clock, this.options.deliveryTimeoutMs);
+    const starts = (table: DispatchTable) =>
+      new CoalescedWrite((claims) => markDeliveriesStarted(this.context, table, claims, clock.now()));
+    this.starts = { saga_timer: starts(DISPATCH_TABLES.timer), saga_outbox: starts(DISPATCH_TABLES.outbox) };
+    this.published = new CoalescedWrite((claims) => markPublished(this.context, claims, clock.now()));
   }
 
   /** Whether the loop is running. */
@@ -441,9 +448,8 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     counts.published++;
     this.metrics.add('messagesPublished', envelope.sagaType);
-    const publishedAt = this.options.clock.now();
-    const stamped = await this.writeOrKeep(DISPATCH_TABLES.outbox, row, () => markPublished(this.context, row, publishedAt));
-    if (stamped === 0) {
+    const stamped = await this.writeOrKeep(DISPATCH_TABLES.outbox, row, () => this.published.submit(row));
+    if (stamped === false) {
       // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
       this.options.logger.warn(`outbox message ${envelope.id} was published after its lease ended; it may be published again`);
     } else if (stamped === undefined) {
@@ -468,7 +474,7 @@ export class SagaDispatcher implements AsyncDisposable {
       return false;
     }
     try {
-      if ((await markDeliveryStarted(this.context, table, row, this.options.clock.now())) === 1) return true;
+      if (await this.starts[table].submit(row)) return true;
       counts.lost++;
     } catch (error) {
       await this.interrupted(table, row, error, what, counts);
@@ -601,20 +607,8 @@ export class SagaDispatcher implements AsyncDisposable {
    * Runs `work` under `correlationId` (the ambient id the step or publisher sees), failing with
    * DeliveryTimeout after `deliveryTimeoutMs` of the dispatcher's clock.
    */
-  private async withTimeout<T>(work: () => Promise<T>, correlationId: string | null): Promise<T> {
-    const { clock, deliveryTimeoutMs } = this.options;
-    const timer = new AbortController();
-    try {
-      return await Promise.race([
-        correlationId ? runWithCorrelationId(correlationId, work) : work(),
-        clock.sleep(deliveryTimeoutMs, timer.signal).then(() => {
-          if (!timer.signal.aborted) throw new DeliveryTimeout(`still running after ${deliveryTimeoutMs} ms (deliveryTimeoutMs)`);
-          return undefined as never;
-        }),
-      ]);
-    } finally {
-      timer.abort();
-    }
+  private withTimeout<T>(work: () => Promise<T>, correlationId: string | null): Promise<T> {
+    return this.deadlines.race(correlationId ? runWithCorrelationId(correlationId, work) : work());
   }
 
   private emit<K extends keyof DispatcherEvents>(event: K, ...args: Parameters<DispatcherEvents[K]>): void {

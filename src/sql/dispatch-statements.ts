@@ -126,49 +126,58 @@ function due(db: DatabaseContext, table: DispatchTable): string {
   return `${c.dispatchedAt} is null and ${c.availableAt} <= ? and (${c.lockedUntil} is null or (${c.lockedUntil} <= ? and not (${mayStillRun})))`;
 }
 
-/**
- * Records that the delivery under `claim` starts now, in its own statement before the step or publisher
- * runs: from here on a lost lease is this delivery's fault.
- * @returns 1, or 0 when the claim was lost (another dispatcher took the row, or it left the pending set).
- */
-export function markDeliveryStarted(db: DatabaseContext, table: DispatchTable, claim: Claim, now: Date): Promise<number> {
-  const { name, c } = shared(db, table);
-  return runStatement(
-    db.autocommit,
-    `update ${name} set ${c.deliveryStartedAt} = ? where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
-    [now, claim.id, claim.token],
-  );
-}
-
-/** Most claims one lease renewal statement carries (two parameters each). */
-const RENEW_CHUNK = 500;
+/** Most claims one statement over several claims carries (two parameters each). */
+const CLAIMS_PER_STATEMENT = 500;
 
 /**
- * Extends the leases of `claims` to `leaseUntil`, for rows still held under those tokens.
- * Tokens are random per row and claim, so `id in (...) and token in (...)` matches exactly the pairs given.
- * @returns the ids whose lease was extended; a claim missing from it is lost.
+ * Runs `update <table> set <assignments> where (id, token) is one of `claims` and the row is still pending`,
+ * in statements of at most {@link CLAIMS_PER_STATEMENT} claims. Tokens are random per row and claim, so
+ * `id in (...) and token in (...)` matches exactly the pairs given.
+ * @returns the ids of the rows it updated; a claim missing from it was lost (taken over, or not pending).
  */
-export async function renewLeases(
+async function updateClaimedRows(
   db: DatabaseContext,
   table: DispatchTable,
   claims: readonly Claim[],
-  leaseUntil: Date,
+  assignments: string,
+  params: readonly unknown[],
+  extraCondition = '',
 ): Promise<string[]> {
   const { name, c } = shared(db, table);
-  const kept: string[] = [];
-  for (let i = 0; i < claims.length; i += RENEW_CHUNK) {
-    const chunk = claims.slice(i, i + RENEW_CHUNK);
+  const updated: string[] = [];
+  for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
+    const chunk = claims.slice(i, i + CLAIMS_PER_STATEMENT);
     const rows = await queryRows<{ id: string }>(
       db.autocommit,
-      `update ${name} set ${c.lockedUntil} = ?
+      `update ${name} set ${assignments}
        where ${c.id} in (${placeholders(chunk.length)}) and ${c.token} in (${placeholders(chunk.length)})
-         and ${c.dispatchedAt} is null and ${c.lockedUntil} is not null
+         and ${c.dispatchedAt} is null${extraCondition}
        returning ${c.id} as "id"`,
-      [leaseUntil, ...chunk.map((claim) => claim.id), ...chunk.map((claim) => claim.token)],
+      [...params, ...chunk.map((claim) => claim.id), ...chunk.map((claim) => claim.token)],
     );
-    kept.push(...rows.map((row) => String(row.id)));
+    updated.push(...rows.map((row) => String(row.id)));
   }
-  return kept;
+  return updated;
+}
+
+/**
+ * Records that the deliveries under `claims` start now, in one statement before their steps or publishers
+ * run (the dispatcher gathers the deliveries starting together): from here on a lost lease is their fault.
+ * @returns the ids marked; a claim missing from it was lost (another dispatcher took the row, or it left
+ * the pending set).
+ */
+export function markDeliveriesStarted(db: DatabaseContext, table: DispatchTable, claims: readonly Claim[], now: Date): Promise<string[]> {
+  const { c } = shared(db, table);
+  return updateClaimedRows(db, table, claims, `${c.deliveryStartedAt} = ?`, [now]);
+}
+
+/**
+ * Extends the leases of `claims` to `leaseUntil`, for rows still held under those tokens.
+ * @returns the ids whose lease was extended; a claim missing from it is lost.
+ */
+export function renewLeases(db: DatabaseContext, table: DispatchTable, claims: readonly Claim[], leaseUntil: Date): Promise<string[]> {
+  const { c } = shared(db, table);
+  return updateClaimedRows(db, table, claims, `${c.lockedUntil} = ?`, [leaseUntil], ` and ${c.lockedUntil} is not null`);
 }
 
 /**
@@ -249,15 +258,17 @@ export function deadLetter(db: DatabaseContext, table: DispatchTable, record: De
   );
 }
 
-/** Stamps an outbox row published, only while the claim token still matches. */
-export function markPublished(db: DatabaseContext, claim: Claim, now: Date): Promise<number> {
-  const { name, c } = shared(db, DISPATCH_TABLES.outbox);
-  return runStatement(
-    db.autocommit,
-    `update ${name} set ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null
-     where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
-    [now, OUTBOX_OUTCOMES.PUBLISHED, claim.id, claim.token],
-  );
+/**
+ * Stamps published the outbox rows of `claims` (one statement for the rows published together), only
+ * those whose claim token still matches.
+ * @returns the ids stamped; a claim missing from it was taken over meanwhile (it will be published again).
+ */
+export function markPublished(db: DatabaseContext, claims: readonly Claim[], now: Date): Promise<string[]> {
+  const { c } = shared(db, DISPATCH_TABLES.outbox);
+  return updateClaimedRows(db, DISPATCH_TABLES.outbox, claims, `${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null`, [
+    now,
+    OUTBOX_OUTCOMES.PUBLISHED,
+  ]);
 }
 
 // A never-attempted timer has available_at = due_at (insert and replace set both, attempts = 0), so the

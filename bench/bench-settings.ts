@@ -1,0 +1,22 @@
+/**
+ * How big and how often `npm run bench` measures. The short mode (`BENCH_SHORT=1` or `--short`) runs every
+ * figure once on a few rows: a smoke test that the benchmark works, never a measurement.
+ */
+export const SHORT = process.env.BENCH_SHORT === '1' || process.argv.includes('--short');
+
+/** Sizes of one run of each figure, and how many times each variant runs (interleaved). */
+export const BENCH_SETTINGS = SHORT
+  ? { reps: 1, relayRows: 300, firingTimers: 60, stepMessages: 48, sqliteTimers: 60 }
+  : {
+      reps: Number(process.env.BENCH_REPS ?? 3),
+      relayRows: Number(process.env.BENCH_RELAY_ROWS ?? 5_000),
+      firingTimers: Number(process.env.BENCH_TIMERS ?? 1_000),
+      stepMessages: Number(process.env.BENCH_STEPS ?? 480),
+      sqliteTimers: Number(process.env.BENCH_SQLITE_TIMERS ?? 1_000),
+    };
+
+/** The PostgreSQL server the figures create their databases on. */
+export const POSTGRES_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** Where the results go (the smoke test writes elsewhere, so a short run never replaces the real figures). */
+export const RESULTS_FILE = process.env.BENCH_OUT ?? new URL('./results/latest.json', import.meta.url).pathname;

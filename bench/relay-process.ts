@@ -1,0 +1,126 @@
+/**
+ * One outbox relay in a process of its own, for the relay figures of `npm run bench`.
+ *
+ *   node --import tsx bench/relay-process.ts <ours|raw|graphile-worker> <postgres url> [options JSON]
+ *
+ * Connects, prints `{"event":"ready"}`, starts when a line arrives on stdin, relays due rows to a no-op
+ * publisher until none is left, then prints `{"event":"done","published":n}` and exits.
+ */
+import { MikroORM } from '@mikro-orm/core';
+import { Logger, runOnce } from 'graphile-worker';
+import pg from 'pg';
+import { SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
+import { ScriptedSaga, scriptedSaga } from '../test/fixtures/scripted-saga.js';
+import { connectionOptions } from '../test/support/databases.js';
+
+/** Options the parent passes. */
+export interface RelayOptions {
+  readonly batchSize: number;
+  readonly concurrency: number;
+}
+
+/** A relay: connect, then drain (returning how many rows it published), then close. */
+interface Relay {
+  connect(): Promise<void>;
+  drain(): Promise<number>;
+  close(): Promise<void>;
+}
+
+const [kind, url, json] = process.argv.slice(2);
+const options: RelayOptions = { batchSize: 100, concurrency: 10, ...(JSON.parse(json ?? '{}') as Partial<RelayOptions>) };
+/** The publisher every relay hands its messages to. */
+const noop = async (_message: unknown) => {};
+
+/** mikro-orm-saga's dispatcher with a no-op publisher, run pass after pass until a pass claims nothing. */
+function ours(): Relay {
+  let orm!: MikroORM;
+  return {
+    async connect() {
+      orm = await MikroORM.init({
+        ...connectionOptions('postgresql', url!, [ScriptedSaga]),
+        pool: { min: 0, max: Math.min(options.concurrency, 10) + 2 },
+      });
+    },
+    async drain() {
+      const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga] });
+      const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger, publish: noop, ...options });
+      let published = 0;
+      for (;;) {
+        const pass = await dispatcher.runOnce();
+        published += pass.outbox.published;
+        if (pass.outbox.claimed === 0) return published;
+      }
+    },
+    close: () => orm.close(true),
+  };
+}
+
+/** Hand-written SQL: claim a batch with one statement, publish each row, stamp the batch with one statement. */
+function raw(): Relay {
+  const client = new pg.Client(url);
+  return {
+    connect: async () => {
+      await client.connect();
+    },
+    async drain() {
+      let published = 0;
+      for (;;) {
+        const { rows } = await client.query<{ id: string; token: string; payload: unknown; headers: unknown }>(
+          `update saga_outbox set token = gen_random_uuid(), locked_until = now() + interval '30 seconds'
+           where id in (select id from saga_outbox where dispatched_at is null and available_at <= now()
+             and (locked_until is null or locked_until <= now()) order by available_at, id limit $1 for update skip locked)
+           returning id, token, payload, headers`,
+          [options.batchSize],
+        );
+        if (rows.length === 0) return published;
+        for (const row of rows) await noop(row);
+        await client.query(
+          `update saga_outbox set dispatched_at = now(), outcome = 'published', locked_until = null
+           where id = any($1::uuid[]) and token = any($2::uuid[]) and dispatched_at is null`,
+          [rows.map((r) => r.id), rows.map((r) => r.token)],
+        );
+        published += rows.length;
+      }
+    },
+    close: () => client.end(),
+  };
+}
+
+/** graphile-worker's batched mode: a local queue of `batchSize` jobs and batched completions. */
+function graphileWorker(): Relay {
+  return {
+    connect: async () => undefined,
+    async drain() {
+      let published = 0;
+      await runOnce({
+        connectionString: url!,
+        concurrency: options.concurrency,
+        noHandleSignals: true,
+        logger: new Logger(() => () => undefined),
+        taskList: {
+          relay: async () => {
+            published++;
+          },
+        },
+        preset: { worker: { localQueue: { size: options.batchSize }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+      });
+      return published;
+    },
+    close: async () => undefined,
+  };
+}
+
+const relays: Record<string, () => Relay> = { ours, raw, 'graphile-worker': graphileWorker };
+const make = relays[kind ?? ''];
+if (!make || !url) {
+  console.error('usage: relay-process.ts <ours|raw|graphile-worker> <postgres url> [options JSON]');
+  process.exit(2);
+}
+const relay = make();
+await relay.connect();
+process.stdout.write(`${JSON.stringify({ event: 'ready' })}\n`);
+await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()));
+process.stdin.pause();
+const published = await relay.drain();
+process.stdout.write(`${JSON.stringify({ event: 'done', published })}\n`);
+await relay.close();
