@@ -134,10 +134,10 @@ export function platformNames(em: EntityManager): string[] {
 
 /**
  * The metadata MikroORM holds for the class `entity`, or undefined when it is not registered (or MikroORM knows
- * another class of that name, from another installed copy). Looked up by class name, which both majors accept.
+ * another class of that name, from another installed copy). 6 looks the class up by its name, 7 by the class.
  */
 export function entityMetadata(em: EntityManager, entity: { name: string }): EntityMetadata | undefined {
-  const meta: EntityMetadata | undefined = em.getMetadata().find(entity.name);
+  const meta: EntityMetadata | undefined = em.getMetadata().find(entity as never);
   return meta?.class === entity ? meta : undefined;
 }
 
