@@ -4,14 +4,16 @@
 import { describe, expect, it } from 'vitest';
 import { SagaRuntime, SagaState } from '../src/index.js';
 import { ORM_MAJOR, updateSchemaSql } from '../src/orm/index.js';
-import type { StyledSagaState, styledSaga } from './fixtures/entity-style-saga.js';
+import { type StyledSagaState, styledSaga } from './fixtures/entity-style-saga.js';
 import { createTestDatabase, DIALECTS } from './support/databases.js';
 import { uniqueKey } from './support/suite.js';
+
+/** Every style maps the README's `OrderSaga`, whose table MikroORM names after the class. */
+const TABLE = 'order_saga';
 
 interface Style {
   readonly name: string;
   readonly major: 6 | 7 | 'both';
-  readonly table: string;
   load(): Promise<{ state: new () => StyledSagaState; saga: ReturnType<typeof styledSaga<StyledSagaState>> }>;
 }
 
@@ -26,37 +28,33 @@ const STYLES: readonly Style[] = [
   {
     name: 'defineEntity',
     major: 'both',
-    table: 'defined_saga',
     load: async () => {
-      const m = await import('./fixtures/define-entity-saga.js');
-      return { state: m.DefinedSaga, saga: m.definedSaga };
+      const { OrderSaga } = await import('./docs/order-saga.js');
+      return { state: OrderSaga, saga: styledSaga(OrderSaga) };
     },
   },
   {
     name: "MikroORM 6's decorators",
     major: 6,
-    table: 'v6_decorated_saga',
     load: async () => {
-      const m = await import('./fixtures/v6/decorators-saga.js');
-      return { state: m.V6DecoratedSaga, saga: m.v6DecoratedSaga };
+      const { OrderSaga, orderSaga } = await import('./fixtures/v6/decorators-saga.js');
+      return { state: OrderSaga, saga: orderSaga };
     },
   },
   {
     name: "MikroORM 7's legacy decorators",
     major: 7,
-    table: 'legacy_decorated_saga',
     load: async () => {
-      const m = await importV7Fixture('legacy-decorators-saga.js');
-      return { state: m.LegacyDecoratedSaga, saga: m.legacyDecoratedSaga };
+      const { OrderSaga, orderSaga } = await importV7Fixture('legacy-decorators-saga.js');
+      return { state: OrderSaga, saga: orderSaga };
     },
   },
   {
     name: "MikroORM 7's ES decorators",
     major: 7,
-    table: 'es_decorated_saga',
     load: async () => {
-      const m = await importV7Fixture('es-decorators-saga.js');
-      return { state: m.EsDecoratedSaga, saga: m.esDecoratedSaga };
+      const { OrderSaga, orderSaga } = await importV7Fixture('es-decorators-saga.js');
+      return { state: OrderSaga, saga: orderSaga };
     },
   },
 ];
@@ -71,25 +69,25 @@ for (const dialect of DIALECTS) {
           const db = await createTestDatabase(dialect, [state]);
           try {
             const meta = db.orm.getMetadata().find(state.name)!;
-            expect(meta.tableName).toBe(style.table);
+            expect(meta.tableName).toBe(TABLE);
             expect(meta.properties.version?.fieldNames).toEqual(['version']);
             expect(await updateSchemaSql(db.orm)).toBe('');
 
             const runtime = new SagaRuntime({ em: db.orm.em, sagas: [saga] });
-            const key = uniqueKey(style.table);
-            expect(await runtime.handle(saga, { type: 'Seen', key })).toMatchObject({ outcome: 'started', version: 0 });
-            expect(await runtime.handle(saga, { type: 'Seen', key })).toMatchObject({ outcome: 'handled', version: 1 });
-            const row = await db.orm.em.fork().findOneOrFail(state, { key } as never);
+            const orderId = uniqueKey('order');
+            expect(await runtime.handle(saga, { type: 'OrderPlaced', orderId })).toMatchObject({ outcome: 'started', version: 0 });
+            expect(await runtime.handle(saga, { type: 'StockReserved', orderId })).toMatchObject({ outcome: 'handled', version: 1 });
+            const row = await db.orm.em.fork().findOneOrFail(state, { orderId } as never);
             expect(row).toBeInstanceOf(SagaState);
-            expect(row).toMatchObject({ key, seen: 2, version: 1, completedAt: null });
+            expect(row).toMatchObject({ orderId, step: 'CapturingPayment', version: 1, completedAt: null });
 
             const indexes = await db.orm.em
               .fork()
               .getConnection()
               .execute<{ sql: string }[]>(
                 dialect === 'postgresql'
-                  ? `select indexdef as sql from pg_indexes where tablename = '${style.table}'`
-                  : `select sql from sqlite_master where type = 'index' and tbl_name = '${style.table}' and sql is not null`,
+                  ? `select indexdef as sql from pg_indexes where tablename = '${TABLE}'`
+                  : `select sql from sqlite_master where type = 'index' and tbl_name = '${TABLE}' and sql is not null`,
               );
             expect(indexes.map((r: { sql: string }) => r.sql.replaceAll('"', '').replaceAll('`', '').toLowerCase())).toEqual(
               expect.arrayContaining([expect.stringMatching(/\(created_at\) where \(?completed_at is null\)?/)]),
