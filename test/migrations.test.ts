@@ -21,14 +21,11 @@ const cliEntry =
     ? join(root, 'node_modules', '@mikro-orm', 'cli', 'esm.js')
     : join(root, 'legs', 'mikro-orm-7', 'node_modules', '@mikro-orm', 'cli', 'cli.js');
 // A decorated app entity (it has a source path, so MikroORM caches its metadata), in the decorators of the major.
-const decorated =
-  ORM_MAJOR === 6
-    ? { file: join(root, 'test', 'fixtures', 'v6', 'decorators-saga.ts'), entity: 'V6DecoratedSaga', table: 'v6_decorated_saga' }
-    : {
-        file: join(root, 'test', 'fixtures', 'v7', 'legacy-decorators-saga.ts'),
-        entity: 'LegacyDecoratedSaga',
-        table: 'legacy_decorated_saga',
-      };
+const decorated = {
+  file: join(root, 'test', 'fixtures', ...(ORM_MAJOR === 6 ? ['v6', 'decorators-saga.ts'] : ['v7', 'legacy-decorators-saga.ts'])),
+  entity: 'OrderSaga',
+  table: 'order_saga',
+};
 
 async function indexSql(dialect: string, execute: (sql: string) => Promise<Record<string, unknown>[]>, table: string) {
   const rows =

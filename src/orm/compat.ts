@@ -117,10 +117,15 @@ export async function isReachable(em: EntityManager): Promise<boolean> {
   return (await em.getConnection().checkConnection()).ok;
 }
 
-/** Host, port and database name from the ORM config: never the user or the password. */
-export function connectionTarget(em: EntityManager): { host?: string; port?: number; database?: string; dbName?: string } {
+/** The configured database file (SQLite) or name. */
+export function configuredDbName(em: EntityManager): string | undefined {
+  return em.config.get('dbName');
+}
+
+/** Host, port and database name of a server connection, from the ORM config: never the user or the password. */
+export function serverAddress(em: EntityManager): { host?: string; port?: number; database?: string } {
   const { host, port, database } = em.getConnection().getConnectionOptions();
-  return { host, port, database, dbName: em.config.get('dbName') };
+  return { host, port, database };
 }
 
 /** Class names along the prototype chain of `em`'s platform, most specific first. */

@@ -3,7 +3,7 @@ export {
   beginUnit,
   columnOf,
   commitUnit,
-  connectionTarget,
+  configuredDbName,
   convertDriverError,
   entityMetadata,
   executeSql,
@@ -27,6 +27,7 @@ export {
   quoteName,
   rollbackUnit,
   runStatement,
+  serverAddress,
   storedProperties,
   tableOf,
 } from './compat.js';
