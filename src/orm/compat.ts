@@ -82,6 +82,11 @@ export function isConnectionOrLockError(error: unknown): boolean {
   return error instanceof ConnectionException || error instanceof LockWaitTimeoutException || error instanceof DeadlockException;
 }
 
+/** No pooled connection could be had in time (knex's `KnexTimeoutError` on MikroORM 6). */
+export function isPoolTimeout(error: Error): boolean {
+  return error.name === 'KnexTimeoutError';
+}
+
 /** The table a statement named does not exist. */
 export function isTableNotFound(error: unknown): boolean {
   return error instanceof TableNotFoundException;

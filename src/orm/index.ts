@@ -15,6 +15,7 @@ export {
   isDriverException,
   isInvalidFieldName,
   isOptimisticLockError,
+  isPoolTimeout,
   isReachable,
   isScalarProperty,
   isServerException,
