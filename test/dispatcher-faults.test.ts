@@ -427,7 +427,7 @@ for (const dialect of DIALECTS) {
        */
       const publishingIntoAnOutage = async (clock: FakeClock, sagaId: () => string) => {
         const dispatcherOrm = await anotherOrm(
-          dialect === 'postgresql' ? { driverOptions: { connection: { options: '-c lock_timeout=50' } } } : {},
+          dialect === 'postgresql' ? { driverOptions: pgConnectionOptions({ serverOptions: '-c lock_timeout=50' }) } : {},
         );
         if (dialect === 'sqlite') await dispatcherOrm.em.getConnection().execute('pragma busy_timeout = 20');
         const locker = await anotherOrm();
