@@ -2,11 +2,13 @@
 // type-checks there against its .d.ts through the exports map, and works with any metadata provider.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { cp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, readdir, readFile, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { SAGA_MIGRATIONS } from '../migrations/index.js';
+import { LOADED_ORM_MAJOR } from './support/orm-leg.js';
+import { compileApp, installPackage } from './support/package-install.js';
 import { adminQuery, withDatabase } from './support/postgres-server.js';
 
 const run = promisify(execFile);
@@ -15,53 +17,12 @@ const root = resolve(import.meta.dirname, '..');
 // node_modules: one copy of @mikro-orm/core, as in a real app.
 const app = join(root, '.tmp', `package-app-${randomUUID().slice(0, 8)}`);
 
-// npm sees nothing of this machine: an empty cache and an empty user config of the app's own, instead of
-// ~/.npm and ~/.npmrc. A warm cache once hid that `npm install --offline` needs registry metadata for the
-// package's dependencies (ENOTCACHED for @opentelemetry/api on a fresh machine).
-const npmEnv = {
-  ...process.env,
-  npm_config_cache: join(app, 'npm-cache'),
-  npm_config_userconfig: join(app, 'npmrc'),
-  npm_config_update_notifier: 'false',
-};
-const npm = (args: string[], cwd: string) => run('npm', args, { cwd, env: npmEnv });
-
-/**
- * Packs each runtime dependency of the package from the repository's node_modules, where the lockfile put
- * the exact version. Installing these tarballs beside the package satisfies its `dependencies` with no
- * registry request, so the test needs neither the network nor a cache, and still installs the real tarball
- * the way a user does: a `dependencies` entry these tarballs do not satisfy (a new dependency, a changed
- * range) makes the offline install fail with ENOTCACHED.
- */
-async function packDependencies(): Promise<string[]> {
-  const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
-  const tarballs: string[] = [];
-  for (const name of Object.keys(manifest.dependencies ?? {})) {
-    const dir = join(root, 'node_modules', name);
-    const own = JSON.parse(await readFile(join(dir, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
-    // Their own dependencies would need packing too; none has any today, so keep this simple and say so.
-    expect(own.dependencies ?? {}, `${name} has dependencies of its own: pack them as well`).toEqual({});
-    const { stdout } = await npm(['pack', '--ignore-scripts', '--pack-destination', app, dir], root);
-    tarballs.push(`./${stdout.trim().split('\n').pop()}`);
-  }
-  return tarballs;
-}
-
-describe('the npm tarball in a separate MikroORM app', () => {
+// MikroORM 7 has its own app and test (test/package-v7.test.ts): this app uses 6's decorators.
+describe.runIf(LOADED_ORM_MAJOR === 6)('the npm tarball in a separate MikroORM app', () => {
   beforeAll(async () => {
-    await mkdir(app, { recursive: true });
-    await writeFile(join(app, 'npmrc'), '');
-    const { stdout } = await npm(['pack', '--pack-destination', app], root);
-    const tarball = `./${stdout.trim().split('\n').pop()}`;
-    const dependencies = await packDependencies();
-    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'saga-consumer', private: true, type: 'module' }));
-    await npm(['install', '--no-save', '--legacy-peer-deps', '--offline', '--no-audit', '--no-fund', tarball, ...dependencies], app);
+    await installPackage(app);
     await cp(join(root, 'test', 'package-app'), app, { recursive: true });
-    await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: app }).catch(
-      (error: { stdout?: string }) => {
-        throw new Error(`the app does not type-check against the package:\n${error.stdout}`);
-      },
-    );
+    await compileApp(app);
   }, 180_000);
   afterAll(() => rm(app, { recursive: true, force: true }));
 
