@@ -1,8 +1,8 @@
 // Issue 6 points 6 and 7 on every database: failures are typed, classified truthfully, and never leak values.
 import { createServer, type Server } from 'node:net';
-import { Entity, MikroORM, type Options, Property } from '@mikro-orm/core';
+import { defineEntity, MikroORM, type Options } from '@mikro-orm/core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { defineSaga, SagaPersistenceError, SagaRuntime, SagaSchemaError, SagaState } from '../src/index.js';
+import { defineSaga, SagaPersistenceError, SagaRuntime, SagaSchemaError, SagaState, SagaStateSchema } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { createTestDatabase, DIALECTS, type TestDatabase } from './support/databases.js';
@@ -10,14 +10,20 @@ import { refuseInserts, rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
 /** A saga with a second unique business column: a duplicate there is no race. */
-@Entity({ tableName: 'member_saga' })
 class MemberSaga extends SagaState {
-  @Property({ type: 'string', length: 100, fieldName: 'member_key', unique: true })
   memberKey!: string;
-
-  @Property({ type: 'string', length: 200, fieldName: 'email', unique: 'member_saga_email_uniq', nullable: true })
   email: string | null = null;
 }
+
+const MemberSagaSchema = defineEntity({
+  class: MemberSaga,
+  extends: SagaStateSchema,
+  tableName: 'member_saga',
+  properties: {
+    memberKey: { type: 'string', length: 100, fieldName: 'member_key', unique: true },
+    email: { type: 'string', length: 200, fieldName: 'email', unique: 'member_saga_email_uniq', nullable: true },
+  },
+});
 
 type MemberMessage =
   | { readonly type: 'Join'; readonly memberKey: string; readonly email: string }
@@ -43,7 +49,7 @@ const SECRET = 'card-4111-1111-1111-1111';
 
 for (const dialect of DIALECTS) {
   describe(`persistence failures (${dialect})`, () => {
-    const db = useDatabase(dialect, [ScriptedSaga, MemberSaga]);
+    const db = useDatabase(dialect, [ScriptedSaga, MemberSagaSchema]);
     const setup = () => {
       const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga, memberSaga], clock: new FakeClock() });
       return { runtime, rows: rowsOf(db().orm) };

@@ -1,22 +1,28 @@
 // A separate MikroORM application that installs mikro-orm-saga from its npm tarball (see test/package.test.ts).
 // It only imports the package's public entry points, so it type-checks against the published .d.ts files.
-import { Entity, MikroORM, type Options, Property } from '@mikro-orm/core';
+import { defineEntity, MikroORM, type Options } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
 import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { TsMorphMetadataProvider } from '@mikro-orm/reflection';
 import { SqliteDriver } from '@mikro-orm/sqlite';
-import { defineSaga, SAGA_ENTITIES, SagaRuntime, SagaState, SagaTimer } from 'mikro-orm-saga';
+import { defineSaga, SAGA_ENTITIES, SagaRuntime, SagaState, SagaStateSchema, SagaTimer } from 'mikro-orm-saga';
 import { SAGA_MIGRATIONS } from 'mikro-orm-saga/migrations';
 import { FakeClock } from 'mikro-orm-saga/testing';
 
-@Entity({ tableName: 'subscription_saga' })
 export class SubscriptionSaga extends SagaState {
-  @Property({ type: 'string', length: 64, fieldName: 'customer_id', unique: true })
   customerId!: string;
-
-  @Property({ type: 'string', length: 20, fieldName: 'status' })
   status: string = 'trial';
 }
+
+export const SubscriptionSagaSchema = defineEntity({
+  class: SubscriptionSaga,
+  extends: SagaStateSchema,
+  tableName: 'subscription_saga',
+  properties: {
+    customerId: { type: 'string', length: 64, fieldName: 'customer_id', unique: true },
+    status: { type: 'string', length: 20, fieldName: 'status' },
+  },
+});
 
 type SubscriptionMessage =
   | { type: 'TrialStarted'; customerId: string }
