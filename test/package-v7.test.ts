@@ -152,11 +152,11 @@ describe.runIf(LOADED_ORM_MAJOR === 7)('the npm tarball in a separate MikroORM 7
   /** `migration:create`, `migration:up`, `migration:create` again, with the app's compiled config. */
   async function cliFlow(dialect: string, location: string, migrations: string) {
     const created = await cli('migration:create', dialect, location, migrations);
-    const files = (await readdir(join(app, migrations))).filter((f) => f.endsWith('.js'));
-    const migration = await readFile(join(app, migrations, files[0] ?? 'missing.js'), 'utf8');
+    const files = (await readdir(join(app, migrations))).filter((f) => f.endsWith('.cjs'));
+    const migration = await readFile(join(app, migrations, files[0] ?? 'missing.cjs'), 'utf8');
     await cli('migration:up', dialect, location, migrations);
     const second = await cli('migration:create', dialect, location, migrations);
-    const filesAfter = (await readdir(join(app, migrations))).filter((f) => f.endsWith('.js'));
+    const filesAfter = (await readdir(join(app, migrations))).filter((f) => f.endsWith('.cjs'));
     return { created, files, migration, second, filesAfter };
   }
 });

@@ -76,7 +76,7 @@ const orm = await MikroORM.init(
       ? { path: `dist/migrations-${dialect}`, glob: '!(*.d).js', silent: true, snapshot: false }
       : { migrationsList: [...SAGA_MIGRATIONS[dialect]], silent: true, snapshot: false },
     {
-      metadataProvider: provider === 'ts-morph' ? TsMorphMetadataProvider : undefined,
+      ...(provider === 'ts-morph' ? { metadataProvider: TsMorphMetadataProvider } : {}),
       // The metadata cache keeps MikroORM's default: on with ts-morph (in ./temp), off otherwise.
       debug: ['discovery'],
       logger: (message: string) => void discoveryLog.push(message),

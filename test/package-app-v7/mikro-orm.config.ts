@@ -11,7 +11,12 @@ import { APP_ENTITIES } from './entities.js';
 export type Dialect = 'postgresql' | 'sqlite';
 
 /** `location`: a PostgreSQL URL or a SQLite file; `migrations`: MikroORM's migrations options. */
-export function appConfig(dialect: Dialect, location: string, migrations: Options['migrations'], extra: Partial<Options> = {}): Options {
+export function appConfig(
+  dialect: Dialect,
+  location: string,
+  migrations: Options['migrations'],
+  extra: Pick<Partial<Options>, 'metadataProvider' | 'debug' | 'logger'> = {},
+): Partial<Options> {
   const common = { entities: [...SAGA_ENTITIES, ...APP_ENTITIES], extensions: [Migrator], migrations, ...extra };
   return dialect === 'postgresql'
     ? { ...common, driver: PostgreSqlDriver, clientUrl: location }
@@ -20,8 +25,9 @@ export function appConfig(dialect: Dialect, location: string, migrations: Option
 
 export default appConfig(process.env.SAGA_APP_DIALECT === 'postgresql' ? 'postgresql' : 'sqlite', process.env.SAGA_APP_DB ?? 'cli.sqlite', {
   path: process.env.SAGA_APP_MIGRATIONS ?? 'dist/cli-migrations',
-  glob: '!(*.d).js',
-  emit: 'js',
+  // `cjs`: MikroORM 7 writes JavaScript migrations as CommonJS; a `.js` file would be ESM in this `type: module` app.
+  glob: '*.cjs',
+  emit: 'cjs',
   snapshot: false,
   silent: true,
 });
