@@ -14,6 +14,7 @@ import { type EntityManager, MikroORM } from '@mikro-orm/core';
 import pg from 'pg';
 import { SAGA_MIGRATIONS } from '../migrations/index.js';
 import { SAGA_ENTITIES, SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
+import { migrateUp, updateSchema } from '../src/orm/index.js';
 import { drainDueTimers, FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../test/fixtures/scripted-saga.js';
 
@@ -48,8 +49,8 @@ async function openOrm(dialect: 'sqlite' | 'postgresql'): Promise<{ orm: MikroOR
       extensions: [Migrator],
       migrations: { migrationsList: [...SAGA_MIGRATIONS.sqlite], silent: true, snapshot: false },
     });
-    await orm.getMigrator().up();
-    await orm.getSchemaGenerator().updateSchema();
+    await migrateUp(orm);
+    await updateSchema(orm);
     const dispose = async () => {
       await orm.close(true);
       rmSync(file, { force: true });
@@ -70,8 +71,8 @@ async function openOrm(dialect: 'sqlite' | 'postgresql'): Promise<{ orm: MikroOR
     extensions: [Migrator],
     migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], silent: true, snapshot: false },
   });
-  await orm.getMigrator().up();
-  await orm.getSchemaGenerator().updateSchema();
+  await migrateUp(orm);
+  await updateSchema(orm);
   return {
     orm,
     dispose: async () => {

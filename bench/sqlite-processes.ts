@@ -10,6 +10,7 @@ import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MikroORM } from '@mikro-orm/core';
+import { migrateUp, updateSchema } from '../src/orm/index.js';
 import { ScriptedSaga } from '../test/fixtures/scripted-saga.js';
 import { type ChildLine, seedDueTimers, seedingRuntime, startChild } from '../test/support/child-dispatchers.js';
 import { connectionOptions } from '../test/support/databases.js';
@@ -21,8 +22,8 @@ const PER_SAGA = 10;
 async function prepare(file: string): Promise<void> {
   for (const suffix of ['', '-journal', '-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true });
   const orm = await MikroORM.init(connectionOptions('sqlite', file, [ScriptedSaga]));
-  await orm.getMigrator().up();
-  await orm.getSchemaGenerator().updateSchema();
+  await migrateUp(orm);
+  await updateSchema(orm);
   if (process.env.BENCH_JOURNAL === 'wal') await orm.em.getConnection().execute('pragma journal_mode = wal');
   await seedDueTimers(seedingRuntime(orm), 'bench', TIMERS / PER_SAGA, PER_SAGA);
   await orm.close(true);

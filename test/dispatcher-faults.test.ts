@@ -19,6 +19,7 @@ import {
   SagaTimer,
   silentLogger,
 } from '../src/index.js';
+import { pgConnectionOptions } from '../src/orm/index.js';
 import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-statements.js';
 import { FakeClock } from '../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
@@ -344,7 +345,7 @@ for (const dialect of DIALECTS) {
         const { clock, start, rows, execute } = await fresh();
         const application = `saga-fault-${randomUUID().slice(0, 8)}`;
         const dispatcherOrm = await anotherOrm(
-          dialect === 'postgresql' ? { driverOptions: { connection: { application_name: application } } } : {},
+          dialect === 'postgresql' ? { driverOptions: pgConnectionOptions({ applicationName: application }) } : {},
         );
         // SQLite waits this long for a lock before SQLITE_BUSY ("database is locked").
         if (dialect === 'sqlite') await dispatcherOrm.em.getConnection().execute('pragma busy_timeout = 20');

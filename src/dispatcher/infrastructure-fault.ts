@@ -1,6 +1,6 @@
 import type { DriverException } from '@mikro-orm/core';
 import { SAGA_ERROR_CODES, SagaError, type SagaErrorCode } from '../errors.js';
-import { isConnectionOrLockError, isDriverException } from '../orm/compat.js';
+import { isConnectionOrLockError, isDriverException, isPoolTimeout } from '../orm/compat.js';
 
 // SQLSTATE classes that describe the server or the connection, never the statement or the row:
 // 08 connection exception, 53 insufficient resources, 57 operator intervention (57P01 "terminating
@@ -43,7 +43,7 @@ export function isInfrastructureFault(error: unknown): boolean {
   const seen = new Set<unknown>();
   for (let current = error; current instanceof Error && !seen.has(current); current = current.cause) {
     seen.add(current);
-    if (current.name === 'KnexTimeoutError') return true;
+    if (isPoolTimeout(current)) return true;
     if (current instanceof SagaError && DATABASE_FAULT_CODES.has(current.code)) return true;
     if (isDriverException(current)) return isServerSide(current);
   }

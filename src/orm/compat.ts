@@ -82,6 +82,11 @@ export function isConnectionOrLockError(error: unknown): boolean {
   return error instanceof ConnectionException || error instanceof LockWaitTimeoutException || error instanceof DeadlockException;
 }
 
+/** No pooled connection could be had in time (knex's `KnexTimeoutError` on MikroORM 6). */
+export function isPoolTimeout(error: Error): boolean {
+  return error.name === 'KnexTimeoutError';
+}
+
 /** The table a statement named does not exist. */
 export function isTableNotFound(error: unknown): boolean {
   return error instanceof TableNotFoundException;
@@ -117,10 +122,15 @@ export async function isReachable(em: EntityManager): Promise<boolean> {
   return (await em.getConnection().checkConnection()).ok;
 }
 
-/** Host, port and database name from the ORM config: never the user or the password. */
-export function connectionTarget(em: EntityManager): { host?: string; port?: number; database?: string; dbName?: string } {
+/** The configured database file (SQLite) or name. */
+export function configuredDbName(em: EntityManager): string | undefined {
+  return em.config.get('dbName');
+}
+
+/** Host, port and database name of a server connection, from the ORM config: never the user or the password. */
+export function serverAddress(em: EntityManager): { host?: string; port?: number; database?: string } {
   const { host, port, database } = em.getConnection().getConnectionOptions();
-  return { host, port, database, dbName: em.config.get('dbName') };
+  return { host, port, database };
 }
 
 /** Class names along the prototype chain of `em`'s platform, most specific first. */
@@ -134,10 +144,10 @@ export function platformNames(em: EntityManager): string[] {
 
 /**
  * The metadata MikroORM holds for the class `entity`, or undefined when it is not registered (or MikroORM knows
- * another class of that name, from another installed copy). Looked up by class name, which both majors accept.
+ * another class of that name, from another installed copy). 6 looks the class up by its name, 7 by the class.
  */
 export function entityMetadata(em: EntityManager, entity: { name: string }): EntityMetadata | undefined {
-  const meta: EntityMetadata | undefined = em.getMetadata().find(entity.name);
+  const meta: EntityMetadata | undefined = em.getMetadata().find(entity as never);
   return meta?.class === entity ? meta : undefined;
 }
 

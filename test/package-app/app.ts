@@ -1,28 +1,23 @@
 // A separate MikroORM application that installs mikro-orm-saga from its npm tarball (see test/package.test.ts).
 // It only imports the package's public entry points, so it type-checks against the published .d.ts files.
-import { defineEntity, MikroORM, type Options } from '@mikro-orm/core';
+// A MikroORM 6 app with 6's decorators (test/package-app-v7 is the MikroORM 7 app).
+import { Entity, MikroORM, type Options, Property } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
 import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { TsMorphMetadataProvider } from '@mikro-orm/reflection';
 import { SqliteDriver } from '@mikro-orm/sqlite';
-import { defineSaga, SAGA_ENTITIES, SagaRuntime, SagaState, SagaStateSchema, SagaTimer } from 'mikro-orm-saga';
+import { defineSaga, SAGA_ENTITIES, SagaRuntime, SagaState, SagaTimer } from 'mikro-orm-saga';
 import { SAGA_MIGRATIONS } from 'mikro-orm-saga/migrations';
 import { FakeClock } from 'mikro-orm-saga/testing';
 
+@Entity({ tableName: 'subscription_saga' })
 export class SubscriptionSaga extends SagaState {
+  @Property({ type: 'string', length: 64, fieldName: 'customer_id', unique: true })
   customerId!: string;
+
+  @Property({ type: 'string', length: 20, fieldName: 'status' })
   status: string = 'trial';
 }
-
-export const SubscriptionSagaSchema = defineEntity({
-  class: SubscriptionSaga,
-  extends: SagaStateSchema,
-  tableName: 'subscription_saga',
-  properties: {
-    customerId: { type: 'string', length: 64, fieldName: 'customer_id', unique: true },
-    status: { type: 'string', length: 20, fieldName: 'status' },
-  },
-});
 
 type SubscriptionMessage =
   | { type: 'TrialStarted'; customerId: string }
@@ -76,17 +71,17 @@ const options: Options =
 
 const orm = await MikroORM.init(options);
 try {
-  await orm.getMigrator().up();
+  await orm.migrator.up();
   // The app's own table (`app_note`, folder mode) is no entity: keep it.
   const dropTables = source !== 'folder';
-  await orm.getSchemaGenerator().updateSchema({ dropTables });
+  await orm.schema.updateSchema({ dropTables });
   const runtime = new SagaRuntime({ em: orm.em, sagas: [subscriptionSaga], clock: new FakeClock() });
   const started = await runtime.handle(subscriptionSaga, { type: 'TrialStarted', customerId: 'c-1' });
   const paid = await runtime.handle(subscriptionSaga, { type: 'Paid', customerId: 'c-1' });
   const em = orm.em.fork();
   const timers = await em.count(SagaTimer, {});
-  const libraryDiff = (await orm.getSchemaGenerator().getUpdateSchemaSQL({ wrap: false, dropTables })).trim();
-  const executed = (await orm.getMigrator().getExecutedMigrations()).map((migration) => migration.name);
+  const libraryDiff = (await orm.schema.getUpdateSchemaSQL({ wrap: false, dropTables })).trim();
+  const executed = (await orm.migrator.getExecutedMigrations()).map((migration) => migration.name);
   const missingLibraryMigrations = SAGA_MIGRATIONS[sagaDialect].map((m) => m.name).filter((name) => !executed.includes(name));
   const indexQuery =
     dialect === 'postgresql'

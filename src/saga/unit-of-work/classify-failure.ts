@@ -3,7 +3,7 @@ import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import { SagaError, SagaPersistenceError, SagaSchemaError } from '../../errors.js';
 import {
   allEntityMetadata,
-  connectionTarget,
+  configuredDbName,
   convertDriverError,
   freshFork,
   isConcurrencyConflict,
@@ -17,6 +17,7 @@ import {
   isUniqueViolation,
   queryRows,
   quoteName,
+  serverAddress,
   storedProperties,
   tableOf,
 } from '../../orm/compat.js';
@@ -189,8 +190,8 @@ function unreachable(context: FailureContext, failure: StatementFailure, cause: 
 /** Where the ORM connects, from its config: host, port and database, never the user or password. */
 function databaseOf(context: FailureContext): string {
   const em = context.em;
-  const { host, port, database, dbName } = connectionTarget(em);
-  if (context.dialect.name === 'sqlite') return `the SQLite database '${dbName}'`;
+  if (context.dialect.name === 'sqlite') return `the SQLite database '${configuredDbName(em)}'`;
+  const { host, port, database } = serverAddress(em);
   return `PostgreSQL at ${host}:${port} (database '${database}')`;
 }
 
