@@ -7,11 +7,9 @@ import { randomUUID } from 'node:crypto';
 import { cp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { SAGA_MIGRATIONS } from '../migrations/index.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOADED_ORM_MAJOR } from './support/orm-leg.js';
-import { compileApp, installPackage } from './support/package-install.js';
-import { adminQuery, withDatabase } from './support/postgres-server.js';
+import { appRunner, compileApp, installPackage, itWorksInTheApp, withPostgresDatabase } from './support/package-install.js';
 
 const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '..');
@@ -32,10 +30,7 @@ async function declareDependencies(): Promise<void> {
   await writeFile(join(app, 'package.json'), JSON.stringify(manifest, null, 2));
 }
 
-const runApp = async (...args: string[]) => {
-  const { stdout } = await run(process.execPath, ['dist/app.js', ...args], { cwd: app, env: appEnv });
-  return JSON.parse(stdout.trim().split('\n').pop()!);
-};
+const runApp = appRunner(app, appEnv);
 
 const cli = async (command: string, dialect: string, location: string, migrations: string) => {
   const env = {
@@ -66,17 +61,6 @@ const expectWorks = (result: Record<string, unknown>) => {
   ]);
 };
 
-const withPostgres = async <T>(use: (url: string) => Promise<T>): Promise<T> => {
-  const server = inject('postgresUrl');
-  const name = `saga_pkg7_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-  await adminQuery(server, `create database "${name}"`);
-  try {
-    return await use(withDatabase(server, name));
-  } finally {
-    await adminQuery(server, `drop database if exists "${name}" with (force)`);
-  }
-};
-
 describe.runIf(LOADED_ORM_MAJOR === 7)('the npm tarball in a separate MikroORM 7 app', () => {
   beforeAll(async () => {
     await installPackage(app);
@@ -101,39 +85,14 @@ describe.runIf(LOADED_ORM_MAJOR === 7)('the npm tarball in a separate MikroORM 7
     expect(stdout.trim()).toMatch(/^7\./);
   });
 
-  it("works on SQLite with MikroORM 7's default metadata provider (ES decorators and defineEntity)", async () => {
-    expectWorks(await runApp('sqlite', 'default', 'default.sqlite'));
-  });
-
-  it('works on SQLite with the ts-morph metadata provider, its metadata cache cold and then warm', async () => {
-    const cold = await runApp('sqlite', 'ts-morph', 'morph-cold.sqlite');
-    expectWorks(cold);
-    expect(cold.cachedEntities).toBe(0);
-    const warm = await runApp('sqlite', 'ts-morph', 'morph-warm.sqlite');
-    expectWorks(warm);
-    expect(warm.cachedEntities).toBeGreaterThan(0);
-  });
-
-  it("runs the library's migrations from the app's own migrations folder, beside the app's migration (SQLite)", async () => {
-    const result = await runApp('sqlite', 'default', 'folder.sqlite', 'folder');
-    expectWorks(result);
-    expect(result.executed).toEqual(['Migration20200101000000', ...SAGA_MIGRATIONS.sqlite.map((m) => m.name)]);
-    expect(result.appNotes).toBe(0);
-  });
-
-  it("works on PostgreSQL, the library's migrations in the app's migrations folder", async () => {
-    const result = await withPostgres((url) => runApp('postgresql', 'default', url, 'folder'));
-    expectWorks(result);
-    expect(result.executed).toEqual(['Migration20200101000000', ...SAGA_MIGRATIONS.postgresql.map((m) => m.name)]);
-    expect(result.appNotes).toBe(0);
-  });
+  itWorksInTheApp(runApp, expectWorks, 'default');
 
   for (const dialect of ['sqlite', 'postgresql'] as const) {
     it(`the app's own CLI creates a migration with the filtered unique index, then finds no changes (${dialect})`, async () => {
       const migrations = `dist/cli-migrations-${dialect}`;
       const output = await (dialect === 'sqlite'
         ? cliFlow(dialect, join(app, 'cli.sqlite'), migrations)
-        : withPostgres((url) => cliFlow(dialect, url, migrations)));
+        : withPostgresDatabase((url) => cliFlow(dialect, url, migrations)));
       expect(output.created).toMatch(/successfully created/);
       expect(output.files).toHaveLength(1);
       expect(output.migration).toContain(

@@ -1,17 +1,12 @@
 // The published package: `npm pack` produces a tarball that installs into a separate MikroORM app,
 // type-checks there against its .d.ts through the exports map, and works with any metadata provider.
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { cp, readdir, readFile, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { SAGA_MIGRATIONS } from '../migrations/index.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOADED_ORM_MAJOR } from './support/orm-leg.js';
-import { compileApp, installPackage } from './support/package-install.js';
-import { adminQuery, withDatabase } from './support/postgres-server.js';
+import { appRunner, compileApp, installPackage, itWorksInTheApp } from './support/package-install.js';
 
-const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '..');
 // Inside the repository, so the app resolves the peer dependencies (@mikro-orm/*) from the repository's
 // node_modules: one copy of @mikro-orm/core, as in a real app.
@@ -39,10 +34,7 @@ describe.runIf(LOADED_ORM_MAJOR === 6)('the npm tarball in a separate MikroORM a
     expect(files.some((f) => f.startsWith('test') || f.startsWith('examples') || f.startsWith('bench'))).toBe(false);
   });
 
-  const runApp = async (...args: string[]) => {
-    const { stdout } = await run(process.execPath, ['dist/app.js', ...args], { cwd: app });
-    return JSON.parse(stdout.trim().split('\n').pop()!);
-  };
+  const runApp = appRunner(app);
 
   const expectWorks = (result: Record<string, unknown>) => {
     expect(result.started).toMatchObject({ outcome: 'started', version: 0, timersScheduled: 1, messagesSent: 1 });
@@ -55,39 +47,5 @@ describe.runIf(LOADED_ORM_MAJOR === 6)('the npm tarball in a separate MikroORM a
     );
   };
 
-  it('works on SQLite with the default metadata provider', async () => {
-    expectWorks(await runApp('sqlite', 'reflect', 'reflect.sqlite'));
-  });
-
-  // Regression: with the metadata cache warm (ts-morph's default), the saga table's partial index came
-  // back as a plain index.
-  it('works on SQLite with the ts-morph metadata provider, its metadata cache cold and then warm', async () => {
-    const cold = await runApp('sqlite', 'ts-morph', 'morph-cold.sqlite');
-    expectWorks(cold);
-    expect(cold.cachedEntities).toBe(0);
-    const warm = await runApp('sqlite', 'ts-morph', 'morph-warm.sqlite');
-    expectWorks(warm);
-    expect(warm.cachedEntities).toBeGreaterThan(0);
-  });
-
-  it("runs the library's migrations from the app's own migrations folder, beside the app's migration (SQLite)", async () => {
-    const result = await runApp('sqlite', 'reflect', 'folder.sqlite', 'folder');
-    expectWorks(result);
-    expect(result.executed).toEqual(['Migration20200101000000', ...SAGA_MIGRATIONS.sqlite.map((m) => m.name)]);
-    expect(result.appNotes).toBe(0);
-  });
-
-  it("works on PostgreSQL, the library's migrations in the app's migrations folder", async () => {
-    const server = inject('postgresUrl');
-    const name = `saga_pkg_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-    await adminQuery(server, `create database "${name}"`);
-    try {
-      const result = await runApp('postgresql', 'reflect', withDatabase(server, name), 'folder');
-      expectWorks(result);
-      expect(result.executed).toEqual(['Migration20200101000000', ...SAGA_MIGRATIONS.postgresql.map((m) => m.name)]);
-      expect(result.appNotes).toBe(0);
-    } finally {
-      await adminQuery(server, `drop database if exists "${name}" with (force)`);
-    }
-  });
+  itWorksInTheApp(runApp, expectWorks, 'reflect');
 });
