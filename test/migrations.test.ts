@@ -102,7 +102,9 @@ for (const dialect of DIALECTS) {
 
     const cli = async (command: string) => {
       const { stdout } = await run(process.execPath, ['--import', 'tsx', cliEntry, command], {
-        cwd: root,
+        // MikroORM 7's CLI checks that every @mikro-orm/* package in the cwd's package.json has its version: run it
+        // from the leg, whose package.json lists 7's packages only.
+        cwd: ORM_MAJOR === 6 ? root : join(root, 'legs', 'mikro-orm-7'),
         env: {
           ...process.env,
           MIKRO_ORM_CLI_CONFIG: join(root, 'test', 'fixtures', 'generated-migrations.config.ts'),

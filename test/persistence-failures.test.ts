@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:net';
 import { defineEntity, MikroORM, type Options } from '@mikro-orm/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { defineSaga, SagaPersistenceError, SagaRuntime, SagaSchemaError, SagaState, SagaStateSchema } from '../src/index.js';
+import { isDriverException, pgConnectionOptions } from '../src/orm/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { createTestDatabase, DIALECTS, type TestDatabase } from './support/databases.js';
@@ -69,7 +70,8 @@ for (const dialect of DIALECTS) {
         expect(message).not.toContain(SECRET);
         expect(message).toContain('insert on member_saga');
         if (dialect === 'postgresql') expect(message).toContain('member_saga_email_uniq');
-        expect(String(((error as Error).cause as Error).message)).toContain(SECRET);
+        // The driver's error stays as the cause (MikroORM 6's message quotes the SQL and its values; 7's does not).
+        expect(isDriverException((error as Error).cause)).toBe(true);
         expect(await db().orm.em.fork().count(MemberSaga, { memberKey: key })).toBe(0);
       });
 
@@ -104,7 +106,8 @@ for (const dialect of DIALECTS) {
         expect(message).not.toMatch(/insert into|xxxx/i);
         expect(message.length).toBeLessThan(1_000);
         expect(message).toContain('rolled back, so nothing of it was written');
-        expect(String(((error as Error).cause as Error).message)).toContain(SECRET);
+        // The driver's error stays as the cause (MikroORM 6's message quotes the SQL and its values; 7's does not).
+        expect(isDriverException((error as Error).cause)).toBe(true);
         expect(await rows.saga(key)).toMatchObject({ version: 0, counter: 0 });
         expect(await rows.outbox(started.sagaId!)).toEqual([]);
       } finally {
@@ -215,7 +218,7 @@ describe('an unreachable database is DATABASE_UNREACHABLE, naming where and how 
     const error = await handleOn({
       driver: PostgreSqlDriver,
       clientUrl: `postgres://saga@127.0.0.1:${port}/app`,
-      driverOptions: { connection: { connectionTimeoutMillis: 200 } },
+      driverOptions: pgConnectionOptions({ connectionTimeoutMs: 200 }),
     });
     expect(error).toMatchObject({ code: 'DATABASE_UNREACHABLE' });
     const waited = Number(/after waiting (\d+) ms/.exec((error as Error).message)?.[1]);

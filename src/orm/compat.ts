@@ -209,12 +209,25 @@ export function indexExpression<TProperty extends string>(
   return callback as never;
 }
 
+/** Settings of node-postgres connections that {@link pgConnectionOptions} passes through. */
+export interface PgConnectionSettings {
+  /** `application_name`, shown in `pg_stat_activity`. */
+  readonly applicationName?: string;
+  /** How long a new connection may take before it fails, ms (pg's `connectionTimeoutMillis`; default: no limit). */
+  readonly connectionTimeoutMs?: number;
+  /** Server settings sent at connect, e.g. `-c lock_timeout=50` (pg's `options`). */
+  readonly serverOptions?: string;
+}
+
 /**
- * `driverOptions` that give PostgreSQL connections an `application_name` (shown in `pg_stat_activity`).
- * MikroORM 6 hands `driverOptions.connection` to knex; 7 spreads `driverOptions` into pg's Pool options. The
- * other major's shape is ignored by 6 and breaks connecting on 7, so no feature tells them apart before use.
+ * MikroORM `driverOptions` that give node-postgres connections these settings. MikroORM 6 hands
+ * `driverOptions.connection` to knex; 7 spreads `driverOptions` into pg's Pool options. The other major's shape
+ * is ignored by 6 and breaks connecting on 7, so no feature tells them apart before use.
  */
-export function pgConnectionOptions(options: { readonly applicationName: string }): Record<string, unknown> {
-  const connection = { application_name: options.applicationName };
+export function pgConnectionOptions(settings: PgConnectionSettings): Record<string, unknown> {
+  const connection: Record<string, unknown> = {};
+  if (settings.applicationName !== undefined) connection.application_name = settings.applicationName;
+  if (settings.connectionTimeoutMs !== undefined) connection.connectionTimeoutMillis = settings.connectionTimeoutMs;
+  if (settings.serverOptions !== undefined) connection.options = settings.serverOptions;
   return ORM_MAJOR === 6 ? { connection } : connection;
 }

@@ -22,6 +22,7 @@ export {
   isTableNotFound,
   isUniqueViolation,
   ORM_MAJOR,
+  type PgConnectionSettings,
   pgConnectionOptions,
   platformNames,
   queryRows,
