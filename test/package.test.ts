@@ -1,67 +1,23 @@
 // The published package: `npm pack` produces a tarball that installs into a separate MikroORM app,
 // type-checks there against its .d.ts through the exports map, and works with any metadata provider.
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { cp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, readdir, readFile, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { SAGA_MIGRATIONS } from '../migrations/index.js';
-import { adminQuery, withDatabase } from './support/postgres-server.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LOADED_ORM_MAJOR } from './support/orm-leg.js';
+import { appRunner, compileApp, installPackage, itWorksInTheApp } from './support/package-install.js';
 
-const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '..');
 // Inside the repository, so the app resolves the peer dependencies (@mikro-orm/*) from the repository's
 // node_modules: one copy of @mikro-orm/core, as in a real app.
 const app = join(root, '.tmp', `package-app-${randomUUID().slice(0, 8)}`);
 
-// npm sees nothing of this machine: an empty cache and an empty user config of the app's own, instead of
-// ~/.npm and ~/.npmrc. A warm cache once hid that `npm install --offline` needs registry metadata for the
-// package's dependencies (ENOTCACHED for @opentelemetry/api on a fresh machine).
-const npmEnv = {
-  ...process.env,
-  npm_config_cache: join(app, 'npm-cache'),
-  npm_config_userconfig: join(app, 'npmrc'),
-  npm_config_update_notifier: 'false',
-};
-const npm = (args: string[], cwd: string) => run('npm', args, { cwd, env: npmEnv });
-
-/**
- * Packs each runtime dependency of the package from the repository's node_modules, where the lockfile put
- * the exact version. Installing these tarballs beside the package satisfies its `dependencies` with no
- * registry request, so the test needs neither the network nor a cache, and still installs the real tarball
- * the way a user does: a `dependencies` entry these tarballs do not satisfy (a new dependency, a changed
- * range) makes the offline install fail with ENOTCACHED.
- */
-async function packDependencies(): Promise<string[]> {
-  const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
-  const tarballs: string[] = [];
-  for (const name of Object.keys(manifest.dependencies ?? {})) {
-    const dir = join(root, 'node_modules', name);
-    const own = JSON.parse(await readFile(join(dir, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
-    // Their own dependencies would need packing too; none has any today, so keep this simple and say so.
-    expect(own.dependencies ?? {}, `${name} has dependencies of its own: pack them as well`).toEqual({});
-    const { stdout } = await npm(['pack', '--ignore-scripts', '--pack-destination', app, dir], root);
-    tarballs.push(`./${stdout.trim().split('\n').pop()}`);
-  }
-  return tarballs;
-}
-
-describe('the npm tarball in a separate MikroORM app', () => {
+// MikroORM 7 has its own app and test (test/package-v7.test.ts): this app uses 6's decorators.
+describe.runIf(LOADED_ORM_MAJOR === 6)('the npm tarball in a separate MikroORM app', () => {
   beforeAll(async () => {
-    await mkdir(app, { recursive: true });
-    await writeFile(join(app, 'npmrc'), '');
-    const { stdout } = await npm(['pack', '--pack-destination', app], root);
-    const tarball = `./${stdout.trim().split('\n').pop()}`;
-    const dependencies = await packDependencies();
-    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'saga-consumer', private: true, type: 'module' }));
-    await npm(['install', '--no-save', '--legacy-peer-deps', '--offline', '--no-audit', '--no-fund', tarball, ...dependencies], app);
+    await installPackage(app);
     await cp(join(root, 'test', 'package-app'), app, { recursive: true });
-    await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: app }).catch(
-      (error: { stdout?: string }) => {
-        throw new Error(`the app does not type-check against the package:\n${error.stdout}`);
-      },
-    );
+    await compileApp(app);
   }, 180_000);
   afterAll(() => rm(app, { recursive: true, force: true }));
 
@@ -78,10 +34,7 @@ describe('the npm tarball in a separate MikroORM app', () => {
     expect(files.some((f) => f.startsWith('test') || f.startsWith('examples') || f.startsWith('bench'))).toBe(false);
   });
 
-  const runApp = async (...args: string[]) => {
-    const { stdout } = await run(process.execPath, ['dist/app.js', ...args], { cwd: app });
-    return JSON.parse(stdout.trim().split('\n').pop()!);
-  };
+  const runApp = appRunner(app);
 
   const expectWorks = (result: Record<string, unknown>) => {
     expect(result.started).toMatchObject({ outcome: 'started', version: 0, timersScheduled: 1, messagesSent: 1 });
@@ -94,39 +47,5 @@ describe('the npm tarball in a separate MikroORM app', () => {
     );
   };
 
-  it('works on SQLite with the default metadata provider', async () => {
-    expectWorks(await runApp('sqlite', 'reflect', 'reflect.sqlite'));
-  });
-
-  // Regression: with the metadata cache warm (ts-morph's default), the saga table's partial index came
-  // back as a plain index.
-  it('works on SQLite with the ts-morph metadata provider, its metadata cache cold and then warm', async () => {
-    const cold = await runApp('sqlite', 'ts-morph', 'morph-cold.sqlite');
-    expectWorks(cold);
-    expect(cold.cachedEntities).toBe(0);
-    const warm = await runApp('sqlite', 'ts-morph', 'morph-warm.sqlite');
-    expectWorks(warm);
-    expect(warm.cachedEntities).toBeGreaterThan(0);
-  });
-
-  it("runs the library's migrations from the app's own migrations folder, beside the app's migration (SQLite)", async () => {
-    const result = await runApp('sqlite', 'reflect', 'folder.sqlite', 'folder');
-    expectWorks(result);
-    expect(result.executed).toEqual(['Migration20200101000000', ...SAGA_MIGRATIONS.sqlite.map((m) => m.name)]);
-    expect(result.appNotes).toBe(0);
-  });
-
-  it("works on PostgreSQL, the library's migrations in the app's migrations folder", async () => {
-    const server = inject('postgresUrl');
-    const name = `saga_pkg_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-    await adminQuery(server, `create database "${name}"`);
-    try {
-      const result = await runApp('postgresql', 'reflect', withDatabase(server, name), 'folder');
-      expectWorks(result);
-      expect(result.executed).toEqual(['Migration20200101000000', ...SAGA_MIGRATIONS.postgresql.map((m) => m.name)]);
-      expect(result.appNotes).toBe(0);
-    } finally {
-      await adminQuery(server, `drop database if exists "${name}" with (force)`);
-    }
-  });
+  itWorksInTheApp(runApp, expectWorks, 'reflect');
 });

@@ -23,7 +23,7 @@ export async function openDemoDatabase(): Promise<{ orm: MikroORM; where: string
       clientUrl: url,
       entities,
       extensions: [Migrator],
-      migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], tableName: 'saga_demo_migrations', silent: true },
+      migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], tableName: 'saga_demo_migrations', silent: true, snapshot: false },
     };
     where = `PostgreSQL (${new URL(url).host}${new URL(url).pathname})`;
   } else {

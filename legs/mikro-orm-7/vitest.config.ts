@@ -19,7 +19,10 @@ const resolveFromLeg: Plugin = {
   enforce: 'pre',
   async resolveId(source, _importer, options) {
     if (!LEG_PACKAGES.test(source)) return null;
-    return this.resolve(source, anchor, { ...options, skipSelf: true });
+    const resolved = await this.resolve(source, anchor, { ...options, skipSelf: true });
+    // As in redirect.mjs: a package the leg lacks is not taken from the repository's 6.6.16 copy.
+    if (resolved && !resolved.id.startsWith(`${leg}node_modules/`)) this.error(`Cannot find package '${source}' in the MikroORM 7 leg`);
+    return resolved;
   },
 };
 
