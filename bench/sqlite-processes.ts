@@ -9,6 +9,7 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MikroORM } from '@mikro-orm/core';
+import { migrateUp, updateSchema } from '../src/orm/index.js';
 import { ScriptedSaga } from '../test/fixtures/scripted-saga.js';
 import { type ChildLine, seedDueTimers, seedingRuntime, startChild } from '../test/support/child-dispatchers.js';
 import { connectionOptions } from '../test/support/databases.js';
@@ -21,8 +22,8 @@ type Journal = 'delete' | 'wal';
 async function prepare(file: string, journal: Journal, timers: number): Promise<void> {
   removeSqliteFile(file);
   const orm = await MikroORM.init(connectionOptions('sqlite', file, [ScriptedSaga]));
-  await orm.getMigrator().up();
-  await orm.getSchemaGenerator().updateSchema();
+  await migrateUp(orm);
+  await updateSchema(orm);
   await orm.em.getConnection().execute(`pragma journal_mode = ${journal}`);
   await seedDueTimers(seedingRuntime(orm), 'bench', Math.ceil(timers / PER_SAGA), PER_SAGA);
   await orm.close(true);

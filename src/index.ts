@@ -39,6 +39,7 @@ export {
   SagaHandledMessage,
   SagaOutbox,
   SagaState,
+  SagaStateSchema,
   SagaTimer,
   TIMER_OUTCOMES,
 } from './entities/index.js';

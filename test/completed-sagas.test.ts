@@ -1,5 +1,5 @@
 // Issue 6 point 9 on every database: what a step of a completed saga can do, and what ctx.completed says.
-import { Entity, Property } from '@mikro-orm/core';
+import { defineEntity } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import {
   defineSaga,
@@ -7,6 +7,7 @@ import {
   SagaDispatcher,
   SagaRuntime,
   SagaState,
+  SagaStateSchema,
   SagaValidationError,
   silentLogger,
 } from '../src/index.js';
@@ -17,17 +18,22 @@ import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
 /** The reference article's tail: a cancelled order completes; a late capture must still be refunded in time. */
-@Entity({ tableName: 'refund_saga' })
 class RefundSaga extends SagaState {
-  @Property({ type: 'string', length: 100, fieldName: 'order_id', unique: true })
   orderId!: string;
-
-  @Property({ type: 'string', length: 30, fieldName: 'status' })
   status: string = 'Open';
-
-  @Property({ type: 'text', fieldName: 'seen' })
   seen: string = '';
 }
+
+const RefundSagaSchema = defineEntity({
+  class: RefundSaga,
+  extends: SagaStateSchema,
+  tableName: 'refund_saga',
+  properties: {
+    orderId: { type: 'string', length: 100, fieldName: 'order_id', unique: true },
+    status: { type: 'string', length: 30, fieldName: 'status' },
+    seen: { type: 'text', fieldName: 'seen' },
+  },
+});
 
 type RefundMessage =
   | { readonly type: 'OrderPlaced'; readonly orderId: string }
@@ -64,7 +70,7 @@ const refundSaga = defineSaga<RefundSaga, RefundMessage>({
 
 for (const dialect of DIALECTS) {
   describe(`completed sagas (${dialect})`, () => {
-    const db = useDatabase(dialect, [ScriptedSaga, RefundSaga]);
+    const db = useDatabase(dialect, [ScriptedSaga, RefundSagaSchema]);
     const setup = () => {
       const clock = new FakeClock();
       const runtime = new SagaRuntime({ em: db().orm.em, sagas: [refundSaga], clock });

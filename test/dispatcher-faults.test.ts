@@ -19,6 +19,7 @@ import {
   SagaTimer,
   silentLogger,
 } from '../src/index.js';
+import { ORM_MAJOR, pgConnectionOptions } from '../src/orm/index.js';
 import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-statements.js';
 import { FakeClock } from '../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
@@ -344,7 +345,7 @@ for (const dialect of DIALECTS) {
         const { clock, start, rows, execute } = await fresh();
         const application = `saga-fault-${randomUUID().slice(0, 8)}`;
         const dispatcherOrm = await anotherOrm(
-          dialect === 'postgresql' ? { driverOptions: { connection: { application_name: application } } } : {},
+          dialect === 'postgresql' ? { driverOptions: pgConnectionOptions({ applicationName: application }) } : {},
         );
         // SQLite waits this long for a lock before SQLITE_BUSY ("database is locked").
         if (dialect === 'sqlite') await dispatcherOrm.em.getConnection().execute('pragma busy_timeout = 20');
@@ -426,7 +427,7 @@ for (const dialect of DIALECTS) {
        */
       const publishingIntoAnOutage = async (clock: FakeClock, sagaId: () => string) => {
         const dispatcherOrm = await anotherOrm(
-          dialect === 'postgresql' ? { driverOptions: { connection: { options: '-c lock_timeout=50' } } } : {},
+          dialect === 'postgresql' ? { driverOptions: pgConnectionOptions({ serverOptions: '-c lock_timeout=50' }) } : {},
         );
         if (dialect === 'sqlite') await dispatcherOrm.em.getConnection().execute('pragma busy_timeout = 20');
         const locker = await anotherOrm();
@@ -535,54 +536,59 @@ for (const dialect of DIALECTS) {
     });
 
     describe('point 7: bounded and accounted', () => {
-      it('stop() resolves after stopTimeoutMs when the database stops answering mid-pass', async () => {
-        const { clock } = await fresh();
-        const claimSent = deferred();
-        const onQuery = (sql: string) => {
-          if (/^update .*saga_timer/is.test(sql.trim()) && sql.includes('limit')) claimSent.resolve();
-          return sql;
-        };
-        let silence: () => Promise<() => Promise<void>>;
-        let dispatcherOrm: MikroORM;
-        if (dialect === 'postgresql') {
-          const proxy = await silenceableProxy(db().config.clientUrl as string);
-          cleanups.push(() => proxy.close());
-          dispatcherOrm = await anotherOrm({ clientUrl: proxy.url, onQuery });
-          silence = async () => {
-            proxy.silence();
-            return () => proxy.close();
+      // better-sqlite3 (MikroORM 7's SQLite driver) waits for a lock synchronously, freezing the process, so no
+      // timer can bound stop() there (docs/timers.md "Stopping, and failed passes").
+      it.runIf(dialect === 'postgresql' || ORM_MAJOR === 6)(
+        'stop() resolves after stopTimeoutMs when the database stops answering mid-pass',
+        async () => {
+          const { clock } = await fresh();
+          const claimSent = deferred();
+          const onQuery = (sql: string) => {
+            if (/^update .*saga_timer/is.test(sql.trim()) && sql.includes('limit')) claimSent.resolve();
+            return sql;
           };
-        } else {
-          dispatcherOrm = await anotherOrm({ onQuery });
-          // The claim waits for the write lock up to the busy timeout: "not answering" for this long.
-          await dispatcherOrm.em.getConnection().execute('pragma busy_timeout = 60000');
-          const locker = await anotherOrm();
-          silence = async () => {
-            await locker.em.getConnection().execute('begin exclusive');
-            return async () => void (await locker.em.getConnection().execute('commit'));
-          };
-        }
-        const runtime = new SagaRuntime({ em: dispatcherOrm.em, sagas: [scriptedSaga], clock });
-        const dispatcher = dispatcherFor(runtime, { pollIntervalMs: 1_000, stopTimeoutMs: 5_000 });
-        const idle = next(dispatcher, 'idle');
-        dispatcher.start();
-        await idle;
-        const lift = await silence();
+          let silence: () => Promise<() => Promise<void>>;
+          let dispatcherOrm: MikroORM;
+          if (dialect === 'postgresql') {
+            const proxy = await silenceableProxy(db().config.clientUrl as string);
+            cleanups.push(() => proxy.close());
+            dispatcherOrm = await anotherOrm({ clientUrl: proxy.url, onQuery });
+            silence = async () => {
+              proxy.silence();
+              return () => proxy.close();
+            };
+          } else {
+            dispatcherOrm = await anotherOrm({ onQuery });
+            // The claim waits for the write lock up to the busy timeout: "not answering" for this long.
+            await dispatcherOrm.em.getConnection().execute('pragma busy_timeout = 60000');
+            const locker = await anotherOrm();
+            silence = async () => {
+              await locker.em.getConnection().execute('begin exclusive');
+              return async () => void (await locker.em.getConnection().execute('commit'));
+            };
+          }
+          const runtime = new SagaRuntime({ em: dispatcherOrm.em, sagas: [scriptedSaga], clock });
+          const dispatcher = dispatcherFor(runtime, { pollIntervalMs: 1_000, stopTimeoutMs: 5_000 });
+          const idle = next(dispatcher, 'idle');
+          dispatcher.start();
+          await idle;
+          const lift = await silence();
 
-        clock.advance(1_000);
-        await claimSent.promise;
-        let stopped = false;
-        const stopping = dispatcher.stop().then(() => {
-          stopped = true;
-        });
-        clock.advance(4_999);
-        await flushCallbacks();
-        expect(stopped).toBe(false);
-        clock.advance(1);
-        await stopping;
-        expect(dispatcher.running).toBe(false);
-        await lift();
-      });
+          clock.advance(1_000);
+          await claimSent.promise;
+          let stopped = false;
+          const stopping = dispatcher.stop().then(() => {
+            stopped = true;
+          });
+          clock.advance(4_999);
+          await flushCallbacks();
+          expect(stopped).toBe(false);
+          clock.advance(1);
+          await stopping;
+          expect(dispatcher.running).toBe(false);
+          await lift();
+        },
+      );
 
       it('a pass that fails after its catch-up committed still reports the timers it stamped missed', async () => {
         const { clock, start, rows, execute } = await fresh();

@@ -2,6 +2,7 @@
 // outage mid-run, on PostgreSQL.
 import { describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, SagaTimer, silentLogger } from '../src/index.js';
+import { pgConnectionOptions } from '../src/orm/index.js';
 import { drainDueTimers, FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { type ChildLine, sagasNotAppliedOnce, seedDueTimers, startChild } from './support/child-dispatchers.js';
@@ -92,7 +93,7 @@ describe('dispatcher reliability (postgresql)', () => {
     const keys = await seedDueTimers(seeding, 'outage', 30, 10);
 
     // The dispatcher's connections carry an application name, so the outage can target them alone.
-    const dispatcherOrm = await db().openAnother({ driverOptions: { connection: { application_name: 'saga-dispatcher' } } });
+    const dispatcherOrm = await db().openAnother({ driverOptions: pgConnectionOptions({ applicationName: 'saga-dispatcher' }) });
     const clock = new FakeClock('2026-01-05T10:00:00Z');
     const runtime = new SagaRuntime({ em: dispatcherOrm.em, sagas: [scriptedSaga], clock });
     const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger, batchSize: 50, pollIntervalMs: 1_000, dbRetryMaxMs: 2_000 });

@@ -50,6 +50,20 @@ describe('the docs show the code the tests run', () => {
     expect(readme).toBe(example.replace("from '../../src/index.js'", "from 'mikro-orm-saga'"));
   });
 
+  it("README 'Mapping the state entity' shows the decorator fixtures test/entity-styles.test.ts runs", async () => {
+    const fixtures = {
+      'MikroORM 6, decorators': 'test/fixtures/v6/decorators-saga.ts',
+      'MikroORM 7, legacy decorators': 'test/fixtures/v7/legacy-decorators-saga.ts',
+      'MikroORM 7, ES decorators': 'test/fixtures/v7/es-decorators-saga.ts',
+    };
+    for (const [label, path] of Object.entries(fixtures)) {
+      const readme = await codeBlockAfter('README.md', label);
+      const file = await read(path);
+      const region = file.slice(file.indexOf('// README begin\n') + '// README begin\n'.length, file.indexOf('// README end'));
+      expect(readme.trim()).toBe(region.trim().replace("from '../../../src/index.js'", "from 'mikro-orm-saga'"));
+    }
+  });
+
   it("docs/testing.md 'Your sagas' is this file's marked region, with its imports", async () => {
     const doc = lines(await codeBlockAfter('docs/testing.md', '## Your sagas'));
     const source = lines(await read('test/docs-examples.test.ts'));

@@ -34,7 +34,7 @@ for (const dialect of DIALECTS) {
       }
       expect(error).toBeInstanceOf(SagaDefinitionError);
       // Every library entity but SagaState, which the registered saga entity extends.
-      const missing = SAGA_ENTITIES.filter((entity) => entity !== SagaState).map((entity) => entity.name);
+      const missing = SAGA_ENTITIES.filter((schema) => schema.meta.class !== SagaState).map((schema) => schema.meta.className);
       expect(missing).toEqual(expect.arrayContaining(['SagaTimer', 'SagaOutbox']));
       expect(error).toMatchObject({ code: 'DEFINITION_INVALID', details: { missing } });
       expect((error as Error).message).toContain("'entities'");
@@ -43,7 +43,7 @@ for (const dialect of DIALECTS) {
     });
 
     it('names exactly the entities that are missing; an abstract base counts through its subclasses', async () => {
-      const withoutOutbox = SAGA_ENTITIES.filter((entity) => entity !== SagaOutbox);
+      const withoutOutbox = SAGA_ENTITIES.filter((schema) => schema.meta.class !== SagaOutbox);
       const orm = await ormWith({ entities: [...withoutOutbox, ScriptedSaga] });
       expect(startRuntime(orm)).toThrow(expect.objectContaining({ code: 'DEFINITION_INVALID', details: { missing: ['SagaOutbox'] } }));
     });

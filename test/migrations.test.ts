@@ -8,13 +8,24 @@ import { promisify } from 'node:util';
 import { MikroORM } from '@mikro-orm/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SAGA_MIGRATIONS, sagaMigration } from '../migrations/index.js';
+import { ORM_MAJOR, updateSchemaSql } from '../src/orm/index.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { connectionOptions, createEmptyDatabase, DIALECTS, type EmptyDatabase } from './support/databases.js';
 import { useDatabase } from './support/suite.js';
 
 const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '..');
-const cliEntry = join(root, 'node_modules', '@mikro-orm', 'cli', 'esm.js');
+// MikroORM 6's CLI has an ESM entry; 7 is ESM only (`cli.js`), installed in the v7 leg.
+const cliEntry =
+  ORM_MAJOR === 6
+    ? join(root, 'node_modules', '@mikro-orm', 'cli', 'esm.js')
+    : join(root, 'legs', 'mikro-orm-7', 'node_modules', '@mikro-orm', 'cli', 'cli.js');
+// A decorated app entity (it has a source path, so MikroORM caches its metadata), in the decorators of the major.
+const decorated = {
+  file: join(root, 'test', 'fixtures', ...(ORM_MAJOR === 6 ? ['v6', 'decorators-saga.ts'] : ['v7', 'legacy-decorators-saga.ts'])),
+  entity: 'OrderSaga',
+  table: 'order_saga',
+};
 
 async function indexSql(dialect: string, execute: (sql: string) => Promise<Record<string, unknown>[]>, table: string) {
   const rows =
@@ -31,8 +42,7 @@ for (const dialect of DIALECTS) {
     const withSaga = useDatabase(dialect, [ScriptedSaga]);
 
     it('after migrating, the schema diff against the entity metadata is empty', async () => {
-      const diff = await libraryOnly().orm.getSchemaGenerator().getUpdateSchemaSQL({ wrap: false });
-      expect(diff.trim()).toBe('');
+      expect(await updateSchemaSql(libraryOnly().orm)).toBe('');
     });
 
     it('creates the filtered unique index over pending timer names and the partial due indexes', async () => {
@@ -67,7 +77,7 @@ for (const dialect of DIALECTS) {
           ),
         ]),
       );
-      expect((await orm.getSchemaGenerator().getUpdateSchemaSQL({ wrap: false })).trim()).toBe('');
+      expect(await updateSchemaSql(orm)).toBe('');
     });
   });
 }
@@ -92,18 +102,22 @@ for (const dialect of DIALECTS) {
 
     const cli = async (command: string) => {
       const { stdout } = await run(process.execPath, ['--import', 'tsx', cliEntry, command], {
-        cwd: root,
+        // MikroORM 7's CLI checks that every @mikro-orm/* package in the cwd's package.json has its version: run it
+        // from the leg, whose package.json lists 7's packages only.
+        cwd: ORM_MAJOR === 6 ? root : join(root, 'legs', 'mikro-orm-7'),
         env: {
           ...process.env,
           MIKRO_ORM_CLI_CONFIG: join(root, 'test', 'fixtures', 'generated-migrations.config.ts'),
           MIKRO_ORM_CLI_USE_TS_NODE: 'false',
           MIKRO_ORM_CLI_ALWAYS_ALLOW_TS: 'true',
+          MIKRO_ORM_CLI_PREFER_TS: 'true',
           // Logs discovery, "using cached metadata for entity ..." included: the test checks the cache is read.
           MIKRO_ORM_CLI_VERBOSE: 'true',
           MIKRO_ORM_COLORS: 'false',
           SAGA_TEST_DIALECT: dialect,
           SAGA_TEST_LOCATION: db.location,
           SAGA_TEST_DIR: dir,
+          SAGA_TEST_ENTITY_FILE: decorated.file,
         },
       });
       return stdout;
@@ -112,23 +126,28 @@ for (const dialect of DIALECTS) {
     it('create -> up -> create reports no changes, and the partial index reaches the database', async () => {
       await cli('cache:generate'); // warms the metadata cache; every command below reads it
       const created = await cli('migration:create');
-      expect(created).toContain('using cached metadata for entity ScriptedSaga');
+      expect(created).toContain(`using cached metadata for entity ${decorated.entity}`);
       const [file] = await readdir(join(dir, 'migrations'));
       const migration = (await readFile(join(dir, 'migrations', file!), 'utf8')).replaceAll('`', '"').replaceAll('\\"', '"');
       expect(migration).toMatch(
-        /create index "scripted_saga_completed_at_index" on "scripted_saga" \("created_at"\) where "completed_at" is null/,
+        new RegExp(
+          `create index "${decorated.table}_completed_at_index" on "${decorated.table}" \\("created_at"\\) where "completed_at" is null`,
+        ),
       );
 
       await cli('migration:up');
       expect(await cli('migration:create')).toContain('No changes required');
 
-      const orm = await MikroORM.init(connectionOptions(dialect, db.location, [ScriptedSaga]));
+      const { [decorated.entity]: entity } = await import(decorated.file);
+      const orm = await MikroORM.init(connectionOptions(dialect, db.location, [entity]));
       try {
         const em = orm.em.fork();
-        const indexes = await indexSql(dialect, (sql) => em.getConnection().execute<Record<string, unknown>[]>(sql), 'scripted_saga');
+        const indexes = await indexSql(dialect, (sql) => em.getConnection().execute<Record<string, unknown>[]>(sql), decorated.table);
         expect(indexes).toEqual(
           expect.arrayContaining([
-            expect.stringMatching(/index scripted_saga_completed_at_index on .*\(created_at\) where \(?completed_at is null\)?/),
+            expect.stringMatching(
+              new RegExp(`index ${decorated.table}_completed_at_index on .*\\(created_at\\) where \\(?completed_at is null\\)?`),
+            ),
           ]),
         );
       } finally {

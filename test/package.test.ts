@@ -2,20 +2,22 @@
 // type-checks there against its .d.ts through the exports map, and works with any metadata provider.
 import { randomUUID } from 'node:crypto';
 import { cp, readdir, readFile, rm } from 'node:fs/promises';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { SAGA_MIGRATIONS } from '../migrations/index.js';
-import { buildApp, installPackedPackage, root, run } from './support/packed-package.js';
-import { adminQuery, withDatabase } from './support/postgres-server.js';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LOADED_ORM_MAJOR } from './support/orm-leg.js';
+import { appRunner, compileApp, installPackage, itWorksInTheApp } from './support/package-install.js';
 
-// Inside the repository: see installPackedPackage.
+const root = resolve(import.meta.dirname, '..');
+// Inside the repository, so the app resolves the peer dependencies (@mikro-orm/*) from the repository's
+// node_modules: one copy of @mikro-orm/core, as in a real app.
 const app = join(root, '.tmp', `package-app-${randomUUID().slice(0, 8)}`);
 
-describe('the npm tarball in a separate MikroORM app', () => {
+// MikroORM 7 has its own app and test (test/package-v7.test.ts): this app uses 6's decorators.
+describe.runIf(LOADED_ORM_MAJOR === 6)('the npm tarball in a separate MikroORM app', () => {
   beforeAll(async () => {
-    await installPackedPackage(app);
+    await installPackage(app);
     await cp(join(root, 'test', 'package-app'), app, { recursive: true });
-    await buildApp(app);
+    await compileApp(app);
   }, 180_000);
   afterAll(() => rm(app, { recursive: true, force: true }));
 
@@ -32,10 +34,7 @@ describe('the npm tarball in a separate MikroORM app', () => {
     expect(files.some((f) => f.startsWith('test') || f.startsWith('examples') || f.startsWith('bench'))).toBe(false);
   });
 
-  const runApp = async (...args: string[]) => {
-    const { stdout } = await run(process.execPath, ['dist/app.js', ...args], { cwd: app });
-    return JSON.parse(stdout.trim().split('\n').pop()!);
-  };
+  const runApp = appRunner(app);
 
   const expectWorks = (result: Record<string, unknown>) => {
     expect(result.started).toMatchObject({ outcome: 'started', version: 0, timersScheduled: 1, messagesSent: 1 });
@@ -51,39 +50,5 @@ describe('the npm tarball in a separate MikroORM app', () => {
     );
   };
 
-  it('works on SQLite with the default metadata provider', async () => {
-    expectWorks(await runApp('sqlite', 'reflect', 'reflect.sqlite'));
-  });
-
-  // Regression: with the metadata cache warm (ts-morph's default), the saga table's partial index came
-  // back as a plain index.
-  it('works on SQLite with the ts-morph metadata provider, its metadata cache cold and then warm', async () => {
-    const cold = await runApp('sqlite', 'ts-morph', 'morph-cold.sqlite');
-    expectWorks(cold);
-    expect(cold.cachedEntities).toBe(0);
-    const warm = await runApp('sqlite', 'ts-morph', 'morph-warm.sqlite');
-    expectWorks(warm);
-    expect(warm.cachedEntities).toBeGreaterThan(0);
-  });
-
-  it("runs the library's migrations from the app's own migrations folder, beside the app's migration (SQLite)", async () => {
-    const result = await runApp('sqlite', 'reflect', 'folder.sqlite', 'folder');
-    expectWorks(result);
-    expect(result.executed).toEqual(['Migration20200101000000', ...SAGA_MIGRATIONS.sqlite.map((m) => m.name)]);
-    expect(result.appNotes).toBe(0);
-  });
-
-  it("works on PostgreSQL, the library's migrations in the app's migrations folder", async () => {
-    const server = inject('postgresUrl');
-    const name = `saga_pkg_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-    await adminQuery(server, `create database "${name}"`);
-    try {
-      const result = await runApp('postgresql', 'reflect', withDatabase(server, name), 'folder');
-      expectWorks(result);
-      expect(result.executed).toEqual(['Migration20200101000000', ...SAGA_MIGRATIONS.postgresql.map((m) => m.name)]);
-      expect(result.appNotes).toBe(0);
-    } finally {
-      await adminQuery(server, `drop database if exists "${name}" with (force)`);
-    }
-  });
+  itWorksInTheApp(runApp, expectWorks, 'reflect');
 });

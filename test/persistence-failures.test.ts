@@ -1,8 +1,9 @@
 // Issue 6 points 6 and 7 on every database: failures are typed, classified truthfully, and never leak values.
 import { createServer, type Server } from 'node:net';
-import { Entity, MikroORM, type Options, Property } from '@mikro-orm/core';
+import { defineEntity, MikroORM, type Options } from '@mikro-orm/core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { defineSaga, SagaPersistenceError, SagaRuntime, SagaSchemaError, SagaState } from '../src/index.js';
+import { defineSaga, SagaPersistenceError, SagaRuntime, SagaSchemaError, SagaState, SagaStateSchema } from '../src/index.js';
+import { isDriverException, pgConnectionOptions } from '../src/orm/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { createTestDatabase, DIALECTS, type TestDatabase } from './support/databases.js';
@@ -10,14 +11,20 @@ import { refuseInserts, rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
 /** A saga with a second unique business column: a duplicate there is no race. */
-@Entity({ tableName: 'member_saga' })
 class MemberSaga extends SagaState {
-  @Property({ type: 'string', length: 100, fieldName: 'member_key', unique: true })
   memberKey!: string;
-
-  @Property({ type: 'string', length: 200, fieldName: 'email', unique: 'member_saga_email_uniq', nullable: true })
   email: string | null = null;
 }
+
+const MemberSagaSchema = defineEntity({
+  class: MemberSaga,
+  extends: SagaStateSchema,
+  tableName: 'member_saga',
+  properties: {
+    memberKey: { type: 'string', length: 100, fieldName: 'member_key', unique: true },
+    email: { type: 'string', length: 200, fieldName: 'email', unique: 'member_saga_email_uniq', nullable: true },
+  },
+});
 
 type MemberMessage =
   | { readonly type: 'Join'; readonly memberKey: string; readonly email: string }
@@ -43,7 +50,7 @@ const SECRET = 'card-4111-1111-1111-1111';
 
 for (const dialect of DIALECTS) {
   describe(`persistence failures (${dialect})`, () => {
-    const db = useDatabase(dialect, [ScriptedSaga, MemberSaga]);
+    const db = useDatabase(dialect, [ScriptedSaga, MemberSagaSchema]);
     const setup = () => {
       const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga, memberSaga], clock: new FakeClock() });
       return { runtime, rows: rowsOf(db().orm) };
@@ -63,7 +70,8 @@ for (const dialect of DIALECTS) {
         expect(message).not.toContain(SECRET);
         expect(message).toContain('insert on member_saga');
         if (dialect === 'postgresql') expect(message).toContain('member_saga_email_uniq');
-        expect(String(((error as Error).cause as Error).message)).toContain(SECRET);
+        // The driver's error stays as the cause (MikroORM 6's message quotes the SQL and its values; 7's does not).
+        expect(isDriverException((error as Error).cause)).toBe(true);
         expect(await db().orm.em.fork().count(MemberSaga, { memberKey: key })).toBe(0);
       });
 
@@ -98,7 +106,8 @@ for (const dialect of DIALECTS) {
         expect(message).not.toMatch(/insert into|xxxx/i);
         expect(message.length).toBeLessThan(1_000);
         expect(message).toContain('rolled back, so nothing of it was written');
-        expect(String(((error as Error).cause as Error).message)).toContain(SECRET);
+        // The driver's error stays as the cause (MikroORM 6's message quotes the SQL and its values; 7's does not).
+        expect(isDriverException((error as Error).cause)).toBe(true);
         expect(await rows.saga(key)).toMatchObject({ version: 0, counter: 0 });
         expect(await rows.outbox(started.sagaId!)).toEqual([]);
       } finally {
@@ -210,7 +219,7 @@ describe('an unreachable database is DATABASE_UNREACHABLE, naming where and how 
     const error = await handleOn({
       driver: PostgreSqlDriver,
       clientUrl: `postgres://saga@127.0.0.1:${port}/app`,
-      driverOptions: { connection: { connectionTimeoutMillis: 200 } },
+      driverOptions: pgConnectionOptions({ connectionTimeoutMs: 200 }),
     });
     expect(error).toMatchObject({ code: 'DATABASE_UNREACHABLE' });
     const waited = Number(/after waiting (\d+) ms/.exec((error as Error).message)?.[1]);

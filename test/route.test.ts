@@ -1,20 +1,26 @@
 // route(): one message, every saga that handles its type, one unit of work each.
-import { Entity, Property } from '@mikro-orm/core';
+import { defineEntity } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
-import { defineSaga, SagaRuntime, SagaState } from '../src/index.js';
+import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
 import { type ScriptedMessage, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
-@Entity({ tableName: 'audit_saga' })
 class AuditSaga extends SagaState {
-  @Property({ type: 'string', length: 100, fieldName: 'subject', unique: true })
   subject!: string;
-
-  @Property({ type: 'integer', fieldName: 'seen' })
   seen: number = 0;
 }
+
+const AuditSagaSchema = defineEntity({
+  class: AuditSaga,
+  extends: SagaStateSchema,
+  tableName: 'audit_saga',
+  properties: {
+    subject: { type: 'string', length: 100, fieldName: 'subject', unique: true },
+    seen: { type: 'integer', fieldName: 'seen' },
+  },
+});
 
 const auditSaga = defineSaga<AuditSaga, Extract<ScriptedMessage, { type: 'Start' | 'Do' }>>({
   name: 'audit',
@@ -33,7 +39,7 @@ const auditSaga = defineSaga<AuditSaga, Extract<ScriptedMessage, { type: 'Start'
 
 for (const dialect of DIALECTS) {
   describe(`route (${dialect})`, () => {
-    const db = useDatabase(dialect, [ScriptedSaga, AuditSaga]);
+    const db = useDatabase(dialect, [ScriptedSaga, AuditSagaSchema]);
 
     it('hands a message to every registered saga with a step for its type, each in its own unit of work', async () => {
       const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga, auditSaga] });

@@ -9,6 +9,7 @@ import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { SqliteDriver } from '@mikro-orm/sqlite';
 import { SAGA_MIGRATIONS } from '../../migrations/index.js';
 import { SAGA_ENTITIES } from '../../src/index.js';
+import { dropSchema, migrateUp, updateSchema } from '../../src/orm/index.js';
 import { OrderSagaState } from './order-saga.js';
 
 export async function openDemoDatabase(): Promise<{ orm: MikroORM; where: string }> {
@@ -22,7 +23,7 @@ export async function openDemoDatabase(): Promise<{ orm: MikroORM; where: string
       clientUrl: url,
       entities,
       extensions: [Migrator],
-      migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], tableName: 'saga_demo_migrations', silent: true },
+      migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], tableName: 'saga_demo_migrations', silent: true, snapshot: false },
     };
     where = `PostgreSQL (${new URL(url).host}${new URL(url).pathname})`;
   } else {
@@ -40,10 +41,10 @@ export async function openDemoDatabase(): Promise<{ orm: MikroORM; where: string
   const orm = await MikroORM.init(options);
   if (url) {
     // Start from empty tables on a shared server: the demo owns these three tables and its migrations table.
-    await orm.getSchemaGenerator().dropSchema({ dropMigrationsTable: false });
+    await dropSchema(orm, { dropMigrationsTable: false });
     await orm.em.getConnection().execute('drop table if exists "saga_demo_migrations"');
   }
-  await orm.getMigrator().up();
-  await orm.getSchemaGenerator().updateSchema();
+  await migrateUp(orm);
+  await updateSchema(orm);
   return { orm, where };
 }

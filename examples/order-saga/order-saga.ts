@@ -2,8 +2,8 @@
  * The bookstore order saga of the reference article, written with mikro-orm-saga.
  * A pure `decide(state, message)` picks the transition; the steps apply it through the step context.
  */
-import { DecimalType, Entity, Property } from '@mikro-orm/core';
-import { defineSaga, SagaState, type StepContext } from '../../src/index.js';
+import { DecimalType, defineEntity } from '@mikro-orm/core';
+import { defineSaga, SagaState, SagaStateSchema, type StepContext } from '../../src/index.js';
 
 export const STEPS = [
   'ReservingStock',
@@ -23,21 +23,25 @@ export const PAYMENT_TIMEOUT_MS = 30_000;
 export const SHIPMENT_TIMEOUT_MS = 5 * 60_000;
 export const MAX_SHIPMENT_ATTEMPTS = 3;
 
-@Entity({ tableName: 'order_saga' })
 export class OrderSagaState extends SagaState {
-  @Property({ type: 'string', length: 36, fieldName: 'order_id', unique: true })
   orderId!: string;
-
-  @Property({ type: 'string', length: 30, fieldName: 'step' })
   step: Step = 'ReservingStock';
-
-  @Property({ type: new DecimalType('number'), precision: 10, scale: 2, fieldName: 'total' })
   total: number = 0;
-
   /** Attempts in the current step. */
-  @Property({ type: 'integer', fieldName: 'attempts' })
   attempts: number = 1;
 }
+
+export const OrderSagaStateSchema = defineEntity({
+  class: OrderSagaState,
+  extends: SagaStateSchema,
+  tableName: 'order_saga',
+  properties: {
+    orderId: { type: 'string', length: 36, fieldName: 'order_id', unique: true },
+    step: { type: 'string', length: 30, fieldName: 'step' },
+    total: { type: new DecimalType('number'), precision: 10, scale: 2, fieldName: 'total' },
+    attempts: { type: 'integer', fieldName: 'attempts' },
+  },
+});
 
 /** Messages the saga handles. */
 export type OrderMessage =

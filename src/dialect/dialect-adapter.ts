@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { SagaError } from '../errors.js';
+import { platformNames } from '../orm/compat.js';
 
 /**
  * What the library needs to know about the database. The runtime and the dispatcher ask these
@@ -59,10 +60,7 @@ const sqlite: DialectAdapter = {
  * @throws SagaError `DIALECT_UNSUPPORTED` for any database other than PostgreSQL and SQLite.
  */
 export function dialectOf(em: EntityManager): DialectAdapter {
-  const names: string[] = [];
-  for (let proto = Object.getPrototypeOf(em.getPlatform()); proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
-    names.push(proto.constructor.name);
-  }
+  const names = platformNames(em);
   if (names.includes('PostgreSqlPlatform')) return postgresql;
   if (names.some((name) => /Sqlite|LibSql/i.test(name))) return sqlite;
   throw new SagaError(

@@ -1,4 +1,4 @@
-import { DriverException } from '@mikro-orm/core';
+import { isDriverException } from '../orm/compat.js';
 import { SagaDispatchError } from './dispatch-pass-error.js';
 
 /**
@@ -7,7 +7,7 @@ import { SagaDispatchError } from './dispatch-pass-error.js';
  * code): its message quotes the SQL statement with its parameters (tokens, stored error text).
  */
 export function describeError(error: unknown): string {
-  if (error instanceof DriverException) {
+  if (isDriverException(error)) {
     const code = typeof error.code === 'string' || typeof error.code === 'number' ? ` (${error.code})` : '';
     return `${error.name}${code}`;
   }

@@ -1,5 +1,6 @@
-import { ConnectionException, DeadlockException, DriverException, LockWaitTimeoutException } from '@mikro-orm/core';
+import type { DriverException } from '@mikro-orm/core';
 import { SAGA_ERROR_CODES, SagaError, type SagaErrorCode } from '../errors.js';
+import { isConnectionOrLockError, isDriverException, isPoolTimeout } from '../orm/compat.js';
 
 // SQLSTATE classes that describe the server or the connection, never the statement or the row:
 // 08 connection exception, 53 insufficient resources, 57 operator intervention (57P01 "terminating
@@ -42,15 +43,15 @@ export function isInfrastructureFault(error: unknown): boolean {
   const seen = new Set<unknown>();
   for (let current = error; current instanceof Error && !seen.has(current); current = current.cause) {
     seen.add(current);
-    if (current.name === 'KnexTimeoutError') return true;
+    if (isPoolTimeout(current)) return true;
     if (current instanceof SagaError && DATABASE_FAULT_CODES.has(current.code)) return true;
-    if (current instanceof DriverException) return isServerSide(current);
+    if (isDriverException(current)) return isServerSide(current);
   }
   return false;
 }
 
 function isServerSide(error: DriverException): boolean {
-  if (error instanceof ConnectionException || error instanceof LockWaitTimeoutException || error instanceof DeadlockException) return true;
+  if (isConnectionOrLockError(error)) return true;
   const code = typeof error.code === 'string' ? error.code : '';
   if (NETWORK_CODES.has(code) || SQLITE_CODES.has(code)) return true;
   if (/^[0-9A-Z]{5}$/.test(code) && SERVER_SQLSTATE_CLASSES.has(code.slice(0, 2))) return true;

@@ -1,5 +1,6 @@
-import type { MetadataStorage } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/core';
 import { SagaDefinitionError } from '../errors.js';
+import { allEntityMetadata } from '../orm/compat.js';
 import { SAGA_ENTITIES } from './index.js';
 
 /**
@@ -7,15 +8,15 @@ import { SAGA_ENTITIES } from './index.js';
  * them in `entities` but not in `entitiesTs` (folder-based discovery run through ts-node or tsx, where
  * MikroORM reads only `entitiesTs`) starts fine and fails at the first timer or outbox write.
  *
- * An abstract base (`SagaState`, `DispatchRecord`) has no table and is not listed in MikroORM's metadata;
+ * An abstract base (`SagaState`, `DispatchRecord`) has no table and may not be listed in MikroORM's metadata;
  * it counts as registered when an entity MikroORM knows extends it.
  * @throws SagaDefinitionError `DEFINITION_INVALID` naming the missing entities and the config keys to add them to.
  */
-export function assertSagaEntitiesRegistered(metadata: MetadataStorage): void {
-  const known = Object.values(metadata.getAll());
-  const missing = SAGA_ENTITIES.filter(
-    (entity) => !known.some((meta) => meta.class === entity || meta.class?.prototype instanceof entity),
-  ).map((entity) => entity.name);
+export function assertSagaEntitiesRegistered(em: EntityManager): void {
+  const known = allEntityMetadata(em);
+  const missing = SAGA_ENTITIES.map((schema) => schema.meta.class as abstract new () => unknown)
+    .filter((entity) => !known.some((meta) => meta.class === entity || meta.class?.prototype instanceof entity))
+    .map((entity) => entity.name);
   if (missing.length === 0) return;
   // Known by name but not as this class: the app registered another installed copy of the library.
   const otherCopy = missing.filter((name) => known.some((meta) => meta.className === name));

@@ -1,9 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { DateTimeType, EntitySchema } from '@mikro-orm/core';
+import { indexExpression } from '../orm/compat.js';
 
 /**
- * Base class of every saga state entity. Extend it with the saga's own typed columns and decorate the
- * subclass with `@Entity()`; each saga type gets its own table.
+ * Base class of every saga state entity. Extend it with the saga's own typed columns and map the subclass
+ * the way the app maps its entities: MikroORM 6's decorators, 7's legacy or ES decorators
+ * (`@mikro-orm/decorators`), or `defineEntity({ class, extends: SagaStateSchema, ... })` on either major;
+ * each saga type gets its own table.
  *
  * The runtime owns these columns: never assign them in a step.
  * - `id`: uuid primary key, generated on creation.
@@ -26,7 +29,8 @@ export abstract class SagaState {
 }
 
 /**
- * SagaState's mapping, as an EntitySchema rather than decorators, because of the partial index below.
+ * SagaState's mapping, as an EntitySchema from `@mikro-orm/core` rather than decorators: it works unchanged on
+ * MikroORM 6 and 7 and under every metadata provider, and it keeps the partial index below.
  * Its SQL depends on the saga table, so it is a function; MikroORM's metadata cache (on by default with
  * ts-morph) stores decorated metadata as JSON, which drops an unnamed function expression, and the next
  * run would see a plain `(completed_at)` index. An EntitySchema has no source path, so MikroORM never
@@ -34,7 +38,7 @@ export abstract class SagaState {
  * automatically as the parent of a saga entity (MikroORM resolves the class to this schema).
  */
 export const SagaStateSchema = new EntitySchema<SagaState>({
-  class: SagaState,
+  class: SagaState as never,
   abstract: true,
   properties: {
     id: { type: 'uuid', fieldName: 'id', primary: true },
@@ -48,8 +52,11 @@ export const SagaStateSchema = new EntitySchema<SagaState>({
       properties: ['completedAt'],
       // Partial index over active sagas only. MikroORM compares expression indexes by name, so a changed
       // definition must come with a new index name.
-      expression: (table, columns, indexName) =>
-        `create index "${indexName}" on "${table.name}" ("${columns.createdAt}") where "${columns.completedAt}" is null`,
+      // The callback's argument order differs between MikroORM 6 and 7; indexExpression accepts both.
+      expression: indexExpression<'createdAt' | 'completedAt'>(
+        (table, columns, indexName) =>
+          `create index "${indexName}" on "${table.name}" ("${columns.createdAt}") where "${columns.completedAt}" is null`,
+      ),
     },
   ],
 });

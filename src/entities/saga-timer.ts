@@ -1,39 +1,46 @@
-import { DateTimeType, Entity, Index, Property } from '@mikro-orm/core';
-import { DispatchRecord } from './dispatch-record.js';
+import { DateTimeType, EntitySchema } from '@mikro-orm/core';
+import { DispatchRecord, DispatchRecordSchema } from './dispatch-record.js';
 import { COLUMN_LIMITS, type TimerOutcome } from './dispatch-states.js';
 
 /**
- * A durable, named timeout of one saga instance (table `saga_timer`).
+ * A durable, named timeout of one saga instance (table `saga_timer`). Mapped by {@link SagaTimerSchema}.
  *
  * A timer is pending while `dispatched_at` is null. Its name is unique among the pending timers of its
  * instance (a filtered unique index), so scheduling a pending name replaces it. It leaves the pending set
  * by being fired, missed (catch-up policy) or dead-lettered, and is then stamped, never deleted; only a
  * cancellation deletes a timer.
  */
-@Entity({ tableName: 'saga_timer' })
-@Index({
-  name: 'saga_timer_pending_name_uniq',
-  // One raw expression with double-quoted identifiers is valid on PostgreSQL and SQLite alike.
-  expression:
-    'create unique index "saga_timer_pending_name_uniq" on "saga_timer" ("saga_type", "saga_id", "name") where "dispatched_at" is null',
-})
-@Index({
-  name: 'saga_timer_due_idx',
-  expression: 'create index "saga_timer_due_idx" on "saga_timer" ("available_at") where "dispatched_at" is null',
-})
-@Index({ name: 'saga_timer_dispatched_at_idx', properties: ['dispatchedAt'] })
 export class SagaTimer extends DispatchRecord<TimerOutcome> {
-  @Property({ type: 'string', length: COLUMN_LIMITS.timerName, fieldName: 'name' })
   name!: string;
-
   /** The saga step the timer belongs to (step-scoped timers), or null for a saga-scoped timer. */
-  @Property({ type: 'string', length: COLUMN_LIMITS.step, fieldName: 'step', nullable: true })
   step: string | null = null;
-
   /** Absolute due time, computed when the timer was scheduled (calendar applied). */
-  @Property({ type: DateTimeType, fieldName: 'due_at' })
   dueAt!: Date;
-
-  @Property({ type: 'string', length: COLUMN_LIMITS.calendarKey, fieldName: 'calendar_key', nullable: true })
   calendarKey: string | null = null;
 }
+
+/** SagaTimer's mapping (table `saga_timer`), registered through `SAGA_ENTITIES`. */
+export const SagaTimerSchema = new EntitySchema<SagaTimer, DispatchRecord>({
+  class: SagaTimer,
+  extends: DispatchRecordSchema,
+  tableName: 'saga_timer',
+  properties: {
+    name: { type: 'string', length: COLUMN_LIMITS.timerName, fieldName: 'name' },
+    step: { type: 'string', length: COLUMN_LIMITS.step, fieldName: 'step', nullable: true },
+    dueAt: { type: DateTimeType, fieldName: 'due_at' },
+    calendarKey: { type: 'string', length: COLUMN_LIMITS.calendarKey, fieldName: 'calendar_key', nullable: true },
+  },
+  indexes: [
+    {
+      name: 'saga_timer_pending_name_uniq',
+      // One raw expression with double-quoted identifiers is valid on PostgreSQL and SQLite alike.
+      expression:
+        'create unique index "saga_timer_pending_name_uniq" on "saga_timer" ("saga_type", "saga_id", "name") where "dispatched_at" is null',
+    },
+    {
+      name: 'saga_timer_due_idx',
+      expression: 'create index "saga_timer_due_idx" on "saga_timer" ("available_at") where "dispatched_at" is null',
+    },
+    { name: 'saga_timer_dispatched_at_idx', properties: ['dispatchedAt'] },
+  ],
+});

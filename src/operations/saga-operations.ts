@@ -90,7 +90,7 @@ export class SagaOperations {
       runtime,
       clock: runtime.options.clock,
       sagas: sagaTablesOf(em, runtime.options.sagas),
-      handledMessages: tableNames(em, SagaHandledMessage.name),
+      handledMessages: tableNames(em, SagaHandledMessage),
     };
   }
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type EntityManager, ReferenceKind } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/core';
 import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import { getCorrelationId } from '../correlation/correlation-context.js';
 import type { DialectAdapter } from '../dialect/dialect-adapter.js';
@@ -7,6 +7,7 @@ import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-r
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaState } from '../entities/saga-state.js';
 import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
+import { entityMetadata, freshFork, isScalarProperty } from '../orm/compat.js';
 import { verifySagaSchema } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
 import { findHandledMessage, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
@@ -164,7 +165,7 @@ export class SagaRuntime {
   constructor(options: SagaRuntimeOptions) {
     this.options = resolveRuntimeOptions(options);
     // Before the context reads the library tables' metadata: a missing entity gets the error that names the config keys.
-    assertSagaEntitiesRegistered(this.options.em.getMetadata());
+    assertSagaEntitiesRegistered(this.options.em);
     this.context = createDatabaseContext(this.options.em);
     this.dialect = this.context.dialect;
     for (const definition of this.options.sagas) {
@@ -324,8 +325,8 @@ export class SagaRuntime {
       throw new SagaDefinitionError('DEFINITION_INVALID', message, { sagaType: definition.name });
     };
     const className = definition.state?.name ?? String(definition.state);
-    const meta = this.options.em.getMetadata().find(className);
-    if (!meta || meta.class !== definition.state) {
+    const meta = entityMetadata(this.options.em, definition.state);
+    if (!meta) {
       fail(`Saga ${definition.name}: entity ${className} is not registered in MikroORM: add it to the 'entities' of your ORM config.`);
     }
     if (!(definition.state.prototype instanceof SagaState)) {
@@ -347,7 +348,7 @@ export class SagaRuntime {
       const step = meta!.properties[definition.stepProperty];
       if (!step) fail(`Saga ${definition.name}: ${className} has no property '${definition.stepProperty}' (stepProperty).`);
       // Timers record the step as text and compare it with the stored step: only a string compares truthfully.
-      if (step!.runtimeType !== 'string' || step!.kind !== ReferenceKind.SCALAR) {
+      if (step!.runtimeType !== 'string' || !isScalarProperty(step!)) {
         fail(
           `Saga ${definition.name}: stepProperty ${className}.${definition.stepProperty} must be a string property (it is ${step!.runtimeType ?? step!.kind}): declare it with @Property({ type: 'string' }) or name another property.`,
         );
@@ -408,7 +409,7 @@ export class SagaRuntime {
     conflicts: number,
   ): Promise<HandleResult> {
     const { definition, meta } = saga;
-    const em = this.options.em.fork({ clear: true });
+    const em = freshFork(this.options.em);
     const now = this.options.clock.now();
     const timer = target.kind === 'timer' ? target.timer : undefined;
     const base = { sagaType: definition.name, messageType: message.type, attempts, conflicts };

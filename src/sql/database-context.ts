@@ -1,8 +1,9 @@
-import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/core';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
 import { SagaOutbox } from '../entities/saga-outbox.js';
 import { SagaTimer } from '../entities/saga-timer.js';
 import { SagaDefinitionError } from '../errors.js';
+import { entityMetadata, freshFork, quoteName, tableOf } from '../orm/compat.js';
 
 /** A library table as the hand-written statements name it: quoted, read from MikroORM's metadata. */
 export interface TableNames<TProperty extends string> {
@@ -46,32 +47,31 @@ export interface DatabaseContext {
 export function createDatabaseContext(em: EntityManager): DatabaseContext {
   return {
     em,
-    autocommit: em.fork(),
+    autocommit: freshFork(em),
     dialect: dialectOf(em),
     tables: {
-      saga_timer: tableNames<TimerProperty>(em, SagaTimer.name),
-      saga_outbox: tableNames<OutboxProperty>(em, SagaOutbox.name),
+      saga_timer: tableNames<TimerProperty>(em, SagaTimer),
+      saga_outbox: tableNames<OutboxProperty>(em, SagaOutbox),
     },
   };
 }
 
 /** The quoted table and column names of one registered entity, read from MikroORM's metadata. */
-export function tableNames<TProperty extends string>(em: EntityManager, entityName: string): TableNames<TProperty> {
-  const meta: EntityMetadata | undefined = em.getMetadata().find(entityName);
+export function tableNames<TProperty extends string>(em: EntityManager, entity: { name: string }): TableNames<TProperty> {
+  const meta = entityMetadata(em, entity);
   if (!meta) {
     throw new SagaDefinitionError(
       'DEFINITION_INVALID',
-      `Entity ${entityName} is not registered in MikroORM: add SAGA_ENTITIES from mikro-orm-saga to the 'entities' of your ORM config.`,
+      `Entity ${entity.name} is not registered in MikroORM: add SAGA_ENTITIES from mikro-orm-saga to the 'entities' of your ORM config.`,
     );
   }
-  const platform = em.getPlatform();
   const column: Record<string, string> = {};
   for (const property of Object.values(meta.properties)) {
     const field = property.fieldNames?.[0];
-    if (field) column[property.name] = platform.quoteIdentifier(field);
+    if (field) column[property.name] = quoteName(em, field);
   }
   return {
-    table: platform.quoteIdentifier(meta.schema ? `${meta.schema}.${meta.tableName}` : meta.tableName),
+    table: tableOf(em, meta),
     column: column as Record<TProperty, string>,
   };
 }

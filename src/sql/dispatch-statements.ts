@@ -319,7 +319,9 @@ export function missTimersSupersededInBacklog(db: DatabaseContext, backlogBefore
 /** Due pending rows at `now` (for the drain helpers' report). */
 export async function countDueRows(db: DatabaseContext, table: DispatchTable, now: Date): Promise<number> {
   const { name } = shared(db, table);
+  // Three parameters for due()'s three placeholders (a started delivery counts once it started at or before `now`).
   const rows = await queryRows<{ n: number | string }>(db.autocommit, `select count(*) as "n" from ${name} where ${due(db, table)}`, [
+    now,
     now,
     now,
   ]);

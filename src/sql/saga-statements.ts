@@ -1,5 +1,5 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
-import { runStatement } from './sql-executor.js';
+import { columnOf, runStatement, tableOf } from '../orm/compat.js';
 
 /**
  * Confirms, inside the caller's transaction, that the saga row still has the version the step decided
@@ -8,10 +8,9 @@ import { runStatement } from './sql-executor.js';
  * @returns false when another unit of work changed the row first.
  */
 export async function guardSagaVersion(em: EntityManager, meta: EntityMetadata, sagaId: string, version: number): Promise<boolean> {
-  const platform = em.getPlatform();
-  const table = platform.quoteIdentifier(meta.schema ? `${meta.schema}.${meta.tableName}` : meta.tableName);
-  const id = platform.quoteIdentifier(meta.properties[meta.primaryKeys[0]!]!.fieldNames[0]!);
-  const column = platform.quoteIdentifier(meta.properties['version' as never]!.fieldNames[0]!);
+  const table = tableOf(em, meta);
+  const id = columnOf(em, meta, meta.primaryKeys[0]!);
+  const column = columnOf(em, meta, 'version');
   const affected = await runStatement(em, `update ${table} set ${column} = ${column} where ${id} = ? and ${column} = ?`, [sagaId, version]);
   return affected === 1;
 }

@@ -1,13 +1,19 @@
 // The README's "Define a saga" example, verbatim but for the import path (test/docs-examples.test.ts keeps them equal).
-import { Entity, Property } from '@mikro-orm/core';
-import { defineSaga, SagaState } from '../../src/index.js';
+import { defineEntity } from '@mikro-orm/core';
+import { defineSaga, SagaState, SagaStateSchema } from '../../src/index.js';
 
-@Entity()
 export class OrderSaga extends SagaState {
   // id, created/updated/completed_at and version come with it
-  @Property({ type: 'string', unique: true }) orderId!: string; // correlation property: must be unique
-  @Property({ type: 'string' }) step: string = 'ReservingStock';
+  orderId!: string; // correlation property: must be unique
+  step: string = 'ReservingStock';
 }
+
+// MikroORM 6.6 and 7 alike; decorators work too (see "Mapping the state entity" below)
+export const OrderSagaSchema = defineEntity({
+  class: OrderSaga,
+  extends: SagaStateSchema,
+  properties: (p) => ({ orderId: p.string().unique(), step: p.string() }),
+});
 
 type OrderMessage =
   | { type: 'OrderPlaced'; orderId: string }

@@ -12,15 +12,15 @@ declare const broker: { publish(envelope: OutboxEnvelope): Promise<void> };
 import { MikroORM } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
 import { SAGA_ENTITIES, SagaDispatcher, SagaRuntime } from '../../src/index.js';
-import { OrderSaga, orderSaga } from './order-saga.js'; // your saga, below
+import { OrderSagaSchema, orderSaga } from './order-saga.js'; // your saga, below
 
 const orm = await MikroORM.init({
   ...yourConfig,
-  entities: [...yourEntities, ...SAGA_ENTITIES, OrderSaga],
+  entities: [...yourEntities, ...SAGA_ENTITIES, OrderSagaSchema],
   extensions: [Migrator],
 });
 // `npx mikro-orm migration:create` now writes saga_timer, saga_outbox and order_saga into your migrations.
-await orm.getMigrator().up();
+await orm.migrator.up(); // MikroORM 6.6 and 7
 
 export const sagas = new SagaRuntime({ em: orm.em, sagas: [orderSaga] });
 const dispatcher = new SagaDispatcher({ runtime: sagas, publish: (envelope) => broker.publish(envelope) });

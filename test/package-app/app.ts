@@ -1,5 +1,6 @@
 // A separate MikroORM application that installs mikro-orm-saga from its npm tarball (see test/package.test.ts).
 // It only imports the package's public entry points, so it type-checks against the published .d.ts files.
+// A MikroORM 6 app with 6's decorators (test/package-app-v7 is the MikroORM 7 app).
 import { Entity, MikroORM, type Options, Property } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
 import { PostgreSqlDriver } from '@mikro-orm/postgresql';
@@ -71,10 +72,10 @@ const options: Options =
 
 const orm = await MikroORM.init(options);
 try {
-  await orm.getMigrator().up();
+  await orm.migrator.up();
   // The app's own table (`app_note`, folder mode) is no entity: keep it.
   const dropTables = source !== 'folder';
-  await orm.getSchemaGenerator().updateSchema({ dropTables });
+  await orm.schema.updateSchema({ dropTables });
   const runtime = new SagaRuntime({ em: orm.em, sagas: [subscriptionSaga], clock: new FakeClock() });
   const started = await runtime.handle(subscriptionSaga, { type: 'TrialStarted', customerId: 'c-1' });
   const paid = await runtime.handle(subscriptionSaga, { type: 'Paid', customerId: 'c-1' });
@@ -86,8 +87,8 @@ try {
   const schemaProblems = await inspectSagaSchema({ em: orm.em, sagas: [subscriptionSaga] });
   const em = orm.em.fork();
   const timers = await em.count(SagaTimer, {});
-  const libraryDiff = (await orm.getSchemaGenerator().getUpdateSchemaSQL({ wrap: false, dropTables })).trim();
-  const executed = (await orm.getMigrator().getExecutedMigrations()).map((migration) => migration.name);
+  const libraryDiff = (await orm.schema.getUpdateSchemaSQL({ wrap: false, dropTables })).trim();
+  const executed = (await orm.migrator.getExecutedMigrations()).map((migration) => migration.name);
   const missingLibraryMigrations = SAGA_MIGRATIONS[sagaDialect].map((m) => m.name).filter((name) => !executed.includes(name));
   const indexQuery =
     dialect === 'postgresql'

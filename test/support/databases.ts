@@ -2,18 +2,22 @@ import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type AnyEntity, type EntityClass, MikroORM, type Options } from '@mikro-orm/core';
+import { type AnyEntity, type EntityClass, type EntitySchema, MikroORM, type Options } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
 import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { SqliteDriver } from '@mikro-orm/sqlite';
 import { inject } from 'vitest';
 import { SAGA_MIGRATIONS } from '../../migrations/index.js';
 import { SAGA_ENTITIES } from '../../src/index.js';
+import { migrateUp, updateSchema } from '../../src/orm/index.js';
 import { adminQuery, withDatabase } from './postgres-server.js';
 
 /** The databases every behaviour suite runs on. */
 export const DIALECTS = ['postgresql', 'sqlite'] as const;
 export type DialectName = (typeof DIALECTS)[number];
+
+/** An entity a test registers: a class (its EntitySchema or decorators map it) or an EntitySchema. */
+export type TestEntity = EntityClass<AnyEntity> | EntitySchema;
 
 /** A MikroORM instance on a fresh database of its own, built from the project's migrations. */
 export interface TestDatabase {
@@ -28,7 +32,7 @@ export interface TestDatabase {
 }
 
 /** Connection settings for a fresh database; exported for child processes in reliability tests. */
-export function connectionOptions(dialect: DialectName, location: string, entities: EntityClass<AnyEntity>[]): Options {
+export function connectionOptions(dialect: DialectName, location: string, entities: TestEntity[]): Options {
   const common = {
     entities: [...SAGA_ENTITIES, ...entities],
     extensions: [Migrator],
@@ -84,12 +88,12 @@ export async function createEmptyDatabase(dialect: DialectName): Promise<EmptyDa
  * fresh SQLite file. The library tables come from the project's migrations; the test's own saga
  * tables (`entities`) are created from their metadata afterwards.
  */
-export async function createTestDatabase(dialect: DialectName, entities: EntityClass<AnyEntity>[]): Promise<TestDatabase> {
+export async function createTestDatabase(dialect: DialectName, entities: TestEntity[]): Promise<TestDatabase> {
   const { location, drop } = await createEmptyDatabase(dialect);
   const config = connectionOptions(dialect, location, entities);
   const orm = await MikroORM.init(config);
-  await orm.getMigrator().up();
-  await orm.getSchemaGenerator().updateSchema();
+  await migrateUp(orm);
+  await updateSchema(orm);
   const others: MikroORM[] = [];
   return {
     dialect,

@@ -1,9 +1,8 @@
-import type { AnyEntity, EntityClass } from '@mikro-orm/core';
 import { afterAll, beforeAll } from 'vitest';
-import { createTestDatabase, type DialectName, type TestDatabase } from './databases.js';
+import { createTestDatabase, type DialectName, type TestDatabase, type TestEntity } from './databases.js';
 
 /** Creates the file's database before its tests and drops it afterwards; returns a getter. */
-export function useDatabase(dialect: DialectName, entities: EntityClass<AnyEntity>[]): () => TestDatabase {
+export function useDatabase(dialect: DialectName, entities: TestEntity[]): () => TestDatabase {
   let db: TestDatabase | undefined;
   beforeAll(async () => {
     db = await createTestDatabase(dialect, entities);

@@ -61,7 +61,7 @@ export class CommitDroppingProxy {
     };
     client.on('data', (chunk: Buffer) => {
       const fault = this.fault;
-      if (fault && isSimpleQuery(chunk, fault === 'drop-at-begin' ? 'begin' : 'commit')) {
+      if (fault && isQueryOf(chunk, fault === 'drop-at-begin' ? 'begin' : 'commit')) {
         this.fault = undefined;
         if (fault !== 'drop-after-commit') {
           dropBoth();
@@ -88,7 +88,14 @@ export class CommitDroppingProxy {
   }
 }
 
-/** A simple-query message ('Q', int32 length, text) whose text is `command` (COMMIT, BEGIN). */
-function isSimpleQuery(chunk: Buffer, command: 'begin' | 'commit'): boolean {
-  return chunk[0] === 0x51 && new RegExp(`^\\s*${command}\\b`, 'i').test(chunk.toString('utf8', 5, Math.min(chunk.length, 64)));
+/**
+ * A query message whose text is `command` (COMMIT, BEGIN): a simple query ('Q', int32 length, text), as MikroORM 6
+ * (knex) sends it, or an extended-protocol Parse ('P', int32 length, statement name, text), as MikroORM 7 (kysely) does.
+ */
+function isQueryOf(chunk: Buffer, command: 'begin' | 'commit'): boolean {
+  let start: number;
+  if (chunk[0] === 0x51) start = 5;
+  else if (chunk[0] === 0x50) start = chunk.indexOf(0, 5) + 1;
+  else return false;
+  return start > 0 && new RegExp(`^\\s*${command}\\b`, 'i').test(chunk.toString('utf8', start, Math.min(chunk.length, start + 64)));
 }

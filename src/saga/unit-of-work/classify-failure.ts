@@ -1,20 +1,26 @@
-import {
-  ConnectionException,
-  DeadlockException,
-  DriverException,
-  type EntityManager,
-  type EntityMetadata,
-  InvalidFieldNameException,
-  LockWaitTimeoutException,
-  OptimisticLockError,
-  ReferenceKind,
-  ServerException,
-  TableNotFoundException,
-  UniqueConstraintViolationException,
-} from '@mikro-orm/core';
+import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import { SagaError, SagaPersistenceError, SagaSchemaError } from '../../errors.js';
-import { queryRows } from '../../sql/sql-executor.js';
+import {
+  allEntityMetadata,
+  configuredDbName,
+  convertDriverError,
+  freshFork,
+  isConcurrencyConflict,
+  isConnectionOrLockError,
+  isDriverException,
+  isInvalidFieldName,
+  isOptimisticLockError,
+  isReachable,
+  isServerException,
+  isTableNotFound,
+  isUniqueViolation,
+  queryRows,
+  quoteName,
+  serverAddress,
+  storedProperties,
+  tableOf,
+} from '../../orm/compat.js';
 import { countPendingTimersNamed } from '../../sql/timer-statements.js';
 import type { RegisteredSaga } from '../registered-saga.js';
 import { StatementFailure, VersionConflict } from './write-plan.js';
@@ -55,21 +61,21 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
   if (!(error instanceof StatementFailure)) return persistenceFailed(context, 'handling', undefined, error, describe(error));
   const cause = driverErrorOf(error, context.em);
   if (cause instanceof SagaError) return cause;
-  if (error.operation === 'commit' && context.dialect.commitCanFailAfterApplying && !(cause instanceof ServerException)) {
+  if (error.operation === 'commit' && context.dialect.commitCanFailAfterApplying && !isServerException(cause)) {
     return commitOutcomeUnknown(context, cause);
   }
-  if (cause instanceof OptimisticLockError || cause instanceof DeadlockException || cause instanceof LockWaitTimeoutException) {
+  if (isConcurrencyConflict(cause)) {
     return new RetryableConflict(context.sagaId, cause);
   }
-  if (cause instanceof UniqueConstraintViolationException) {
+  if (isUniqueViolation(cause)) {
     if (await isRace(error, context)) return new RetryableConflict(context.sagaId, cause);
     return uniqueViolation(context, error, cause);
   }
-  if (cause instanceof TableNotFoundException || cause instanceof InvalidFieldNameException) {
+  if (isTableNotFound(cause) || isInvalidFieldName(cause)) {
     return schemaInvalid(context, error, cause, await missingColumns(context.em, error.table));
   }
-  if (cause instanceof ConnectionException || (cause instanceof DriverException && !(cause instanceof ServerException))) {
-    if (!(await reachable(context.em))) return unreachable(context, error, cause);
+  if (isConnectionOrLockError(cause) || (isDriverException(cause) && !isServerException(cause))) {
+    if (!(await isReachable(context.em))) return unreachable(context, error, cause);
     // Drivers do not classify every schema error (SQLite: "table x has no column named y"): look at the table.
     const missing = await missingColumns(context.em, error.table);
     if (missing === 'table' || (missing && missing.length > 0)) return schemaInvalid(context, error, cause, missing);
@@ -80,9 +86,9 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
 /** BEGIN and COMMIT errors come from knex unconverted: ask MikroORM's driver for its exception class. */
 function driverErrorOf(failure: StatementFailure, em: EntityManager): unknown {
   const cause = failure.cause;
-  if (cause instanceof DriverException || cause instanceof SagaError || cause instanceof OptimisticLockError) return cause;
+  if (isDriverException(cause) || cause instanceof SagaError || isOptimisticLockError(cause)) return cause;
   if (failure.operation !== 'begin' && failure.operation !== 'commit') return cause;
-  return cause instanceof Error ? em.getDriver().convertException(cause) : cause;
+  return cause instanceof Error ? convertDriverError(em, cause) : cause;
 }
 
 /**
@@ -92,7 +98,7 @@ function driverErrorOf(failure: StatementFailure, em: EntityManager): unknown {
  */
 async function isRace(failure: StatementFailure, context: FailureContext): Promise<boolean> {
   if (failure.operation !== 'insert') return false;
-  const em = context.em.fork({ clear: true });
+  const em = freshFork(context.em);
   const { definition, meta } = context.saga;
   try {
     if (failure.table === meta.tableName && context.startedWith) {
@@ -184,13 +190,9 @@ function unreachable(context: FailureContext, failure: StatementFailure, cause: 
 /** Where the ORM connects, from its config: host, port and database, never the user or password. */
 function databaseOf(context: FailureContext): string {
   const em = context.em;
-  if (context.dialect.name === 'sqlite') return `the SQLite database '${em.config.get('dbName')}'`;
-  const { host, port, database } = em.getConnection().getConnectionOptions();
+  if (context.dialect.name === 'sqlite') return `the SQLite database '${configuredDbName(em)}'`;
+  const { host, port, database } = serverAddress(em);
   return `PostgreSQL at ${host}:${port} (database '${database}')`;
-}
-
-async function reachable(em: EntityManager): Promise<boolean> {
-  return (await em.getConnection().checkConnection()).ok;
 }
 
 function schemaInvalid(context: FailureContext, failure: StatementFailure, cause: unknown, missing: Missing): SagaError {
@@ -218,33 +220,27 @@ function schemaInvalid(context: FailureContext, failure: StatementFailure, cause
 type Missing = 'table' | string[] | undefined;
 
 function entityOf(em: EntityManager, table: string): EntityMetadata | undefined {
-  return Object.values(em.getMetadata().getAll()).find((m) => m.tableName === table && !m.abstract);
+  return allEntityMetadata(em).find((m) => m.tableName === table && !m.abstract);
 }
 
 /** Which of its entity's columns `table` lacks ('table' when the table itself is missing), by selecting each. */
 async function missingColumns(root: EntityManager, tableName: string | undefined): Promise<Missing> {
   const meta = tableName === undefined ? undefined : entityOf(root, tableName);
   if (!meta) return undefined;
-  const em = root.fork({ clear: true });
-  const platform = em.getPlatform();
-  const table = platform.quoteIdentifier(meta.schema ? `${meta.schema}.${meta.tableName}` : meta.tableName);
+  const em = freshFork(root);
+  const table = tableOf(em, meta);
   const select = (columns: string) => queryRows(em, `select ${columns} from ${table} where 1 = 0`, []);
   try {
     await select('1');
   } catch (error) {
-    return error instanceof TableNotFoundException ? 'table' : undefined;
+    return isTableNotFound(error) ? 'table' : undefined;
   }
   const missing: string[] = [];
-  const stored = Object.values(meta.properties).filter(
-    (p) =>
-      p.persist !== false &&
-      (p.kind === ReferenceKind.SCALAR || p.kind === ReferenceKind.MANY_TO_ONE || (p.kind === ReferenceKind.ONE_TO_ONE && p.owner)),
-  );
-  for (const column of stored.flatMap((p) => p.fieldNames ?? [])) {
+  for (const column of storedProperties(meta).flatMap((p) => p.fieldNames ?? [])) {
     try {
-      await select(platform.quoteIdentifier(column));
+      await select(quoteName(em, column));
     } catch (error) {
-      if (!(error instanceof InvalidFieldNameException)) return undefined;
+      if (!isInvalidFieldName(error)) return undefined;
       missing.push(column);
     }
   }

@@ -1,5 +1,6 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import type { SagaState } from '../../entities/saga-state.js';
+import { beginUnit, commitUnit, rollbackUnit } from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
 import { guardSagaVersion } from '../../sql/saga-statements.js';
@@ -110,15 +111,15 @@ export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget): Plann
  */
 export async function writePlan(em: EntityManager, plan: UnitOfWorkPlan, target: SagaRowTarget): Promise<WriteReport> {
   let timersCancelled = 0;
-  await runNamed('begin', undefined, () => em.begin());
+  await runNamed('begin', undefined, () => beginUnit(em));
   try {
     for (const statement of statementsOf(plan, target)) {
       const deleted = await runNamed(statement.operation, statement.table, () => statement.run(em));
       if (statement.operation === 'delete') timersCancelled += deleted;
     }
-    await runNamed('commit', undefined, () => em.commit());
+    await runNamed('commit', undefined, () => commitUnit(em));
   } catch (error) {
-    await em.rollback().catch(() => undefined);
+    await rollbackUnit(em).catch(() => undefined);
     throw error;
   }
   return { timersCancelled };

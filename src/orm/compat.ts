@@ -1,0 +1,233 @@
+import {
+  ConnectionException,
+  DeadlockException,
+  DriverException,
+  type EntityManager,
+  type EntityMetadata,
+  type EntityProperty,
+  InvalidFieldNameException,
+  LockWaitTimeoutException,
+  OptimisticLockError,
+  ReferenceKind,
+  ServerException,
+  TableNotFoundException,
+  UniqueConstraintViolationException,
+  Utils,
+} from '@mikro-orm/core';
+
+/*
+ * The one place that knows MikroORM comes in two majors (6.6 and 7). Everything the library does through the
+ * ORM goes through these functions; they detect features and read the installed major once, for the few
+ * choices no feature tells apart (the shape of `driverOptions`). No other file of the library checks versions.
+ */
+
+/** The major version of the installed `@mikro-orm/core`: 6 or 7. */
+export const ORM_MAJOR: 6 | 7 = Number.parseInt(Utils.getORMVersion(), 10) >= 7 ? 7 : 6;
+
+/** The slice of MikroORM's SqlEntityManager (`@mikro-orm/knex` on 6, `@mikro-orm/sql` on 7) the library uses. */
+interface SqlExecutor {
+  execute<T = unknown>(sql: string, params?: unknown[], method?: 'all' | 'get' | 'run'): Promise<T>;
+}
+
+/**
+ * Runs one statement with `?` placeholders on `em`, inside its transaction when it has one. MikroORM formats
+ * the parameters for the platform (Dates become epoch ms on SQLite) on both majors.
+ */
+export function executeSql<T>(em: EntityManager, sql: string, params: readonly unknown[], mode: 'all' | 'get' | 'run'): Promise<T> {
+  return (em as unknown as SqlExecutor).execute<T>(sql, [...params], mode);
+}
+
+/** Runs one statement on `em` and returns the rows. */
+export function queryRows<T>(em: EntityManager, sql: string, params: readonly unknown[]): Promise<T[]> {
+  return executeSql<T[]>(em, sql, params, 'all');
+}
+
+/** Runs one INSERT, UPDATE or DELETE on `em` and returns the number of rows it affected (`affectedRows` on both majors). */
+export async function runStatement(em: EntityManager, sql: string, params: readonly unknown[]): Promise<number> {
+  return (await executeSql<{ affectedRows: number }>(em, sql, params, 'run')).affectedRows;
+}
+
+/** Opens a transaction on `em` (the unit of work's fork). */
+export function beginUnit(em: EntityManager): Promise<void> {
+  return em.begin();
+}
+
+/** Commits the transaction `beginUnit` opened on `em`. */
+export function commitUnit(em: EntityManager): Promise<void> {
+  return em.commit();
+}
+
+/** Rolls back the transaction `beginUnit` opened on `em`. */
+export function rollbackUnit(em: EntityManager): Promise<void> {
+  return em.rollback();
+}
+
+/** A fresh fork of `em` with an empty identity map, outside any transaction `em` may have open. */
+export function freshFork(em: EntityManager): EntityManager {
+  return em.fork({ clear: true });
+}
+
+/** An error the database refused because of a unique constraint or index. */
+export function isUniqueViolation(error: unknown): boolean {
+  return error instanceof UniqueConstraintViolationException;
+}
+
+/** A conflict with a concurrent writer that a retry on fresh state resolves: optimistic lock, deadlock, lock wait. */
+export function isConcurrencyConflict(error: unknown): boolean {
+  return error instanceof OptimisticLockError || error instanceof DeadlockException || error instanceof LockWaitTimeoutException;
+}
+
+/** The connection failed, or the database stayed locked past the busy timeout. */
+export function isConnectionOrLockError(error: unknown): boolean {
+  return error instanceof ConnectionException || error instanceof LockWaitTimeoutException || error instanceof DeadlockException;
+}
+
+/** No pooled connection could be had in time (knex's `KnexTimeoutError` on MikroORM 6). */
+export function isPoolTimeout(error: Error): boolean {
+  return error.name === 'KnexTimeoutError';
+}
+
+/** The table a statement named does not exist. */
+export function isTableNotFound(error: unknown): boolean {
+  return error instanceof TableNotFoundException;
+}
+
+/** A column a statement named does not exist. */
+export function isInvalidFieldName(error: unknown): boolean {
+  return error instanceof InvalidFieldNameException;
+}
+
+/** Any error MikroORM raised for the driver (its `code` is the SQLSTATE, socket or SQLite code). */
+export function isDriverException(error: unknown): error is DriverException {
+  return error instanceof DriverException;
+}
+
+/** A driver error the server answered with (a statement or row problem), as opposed to a connection failure. */
+export function isServerException(error: unknown): boolean {
+  return error instanceof ServerException;
+}
+
+/** An optimistic-lock failure MikroORM raised itself. */
+export function isOptimisticLockError(error: unknown): boolean {
+  return error instanceof OptimisticLockError;
+}
+
+/** Turns a raw driver error (BEGIN and COMMIT can surface unconverted) into MikroORM's exception class. */
+export function convertDriverError(em: EntityManager, error: Error): unknown {
+  return em.getDriver().convertException(error);
+}
+
+/** Whether the database answers a trivial query. */
+export async function isReachable(em: EntityManager): Promise<boolean> {
+  return (await em.getConnection().checkConnection()).ok;
+}
+
+/** The configured database file (SQLite) or name. */
+export function configuredDbName(em: EntityManager): string | undefined {
+  return em.config.get('dbName');
+}
+
+/** Host, port and database name of a server connection, from the ORM config: never the user or the password. */
+export function serverAddress(em: EntityManager): { host?: string; port?: number; database?: string } {
+  const { host, port, database } = em.getConnection().getConnectionOptions();
+  return { host, port, database };
+}
+
+/** Class names along the prototype chain of `em`'s platform, most specific first. */
+export function platformNames(em: EntityManager): string[] {
+  const names: string[] = [];
+  for (let proto = Object.getPrototypeOf(em.getPlatform()); proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+    names.push(proto.constructor.name);
+  }
+  return names;
+}
+
+/**
+ * The metadata MikroORM holds for the class `entity`, or undefined when it is not registered (or MikroORM knows
+ * another class of that name, from another installed copy). 6 looks the class up by its name, 7 by the class.
+ */
+export function entityMetadata(em: EntityManager, entity: { name: string }): EntityMetadata | undefined {
+  const meta: EntityMetadata | undefined = em.getMetadata().find(entity as never);
+  return meta?.class === entity ? meta : undefined;
+}
+
+/** Every entity MikroORM knows, abstract ones included. */
+export function allEntityMetadata(em: EntityManager): EntityMetadata[] {
+  // A plain record keyed by class name on 6, a Map keyed by class on 7.
+  const all: Record<string, EntityMetadata> | Map<unknown, EntityMetadata> = em.getMetadata().getAll();
+  return all instanceof Map ? [...all.values()] : Object.values(all);
+}
+
+/** `name` quoted for the platform (backticks on SQLite, double quotes on PostgreSQL). */
+export function quoteName(em: EntityManager, name: string): string {
+  return em.getPlatform().quoteIdentifier(name);
+}
+
+/** The entity's table, quoted and schema-qualified. */
+export function tableOf(em: EntityManager, meta: EntityMetadata): string {
+  return quoteName(em, meta.schema ? `${meta.schema}.${meta.tableName}` : meta.tableName);
+}
+
+/** The quoted column of `property`. */
+export function columnOf(em: EntityManager, meta: EntityMetadata, property: string): string {
+  return quoteName(em, meta.properties[property as never]!.fieldNames[0]!);
+}
+
+/** Whether `property` is a plain column (not a relation or an embeddable). */
+export function isScalarProperty(property: EntityProperty): boolean {
+  return property.kind === ReferenceKind.SCALAR;
+}
+
+/** The properties stored in the entity's own table: scalars and owning references. */
+export function storedProperties(meta: EntityMetadata): EntityProperty[] {
+  return Object.values(meta.properties as Record<string, EntityProperty>).filter(
+    (p) =>
+      p.persist !== false &&
+      (p.kind === ReferenceKind.SCALAR || p.kind === ReferenceKind.MANY_TO_ONE || (p.kind === ReferenceKind.ONE_TO_ONE && p.owner)),
+  );
+}
+
+/** The table an index expression callback is given. */
+export interface IndexTable {
+  readonly name: string;
+  readonly schema?: string;
+}
+
+/**
+ * An index `expression` callback that works on both majors: MikroORM 6 calls it with `(table, columns, name)`,
+ * 7 with `(columns, table, name)`. `fn` always gets `(table, columns, name)`. Both majors build the table
+ * argument with its own `toString` function; a columns record maps property names to column-name strings.
+ */
+export function indexExpression<TProperty extends string>(
+  fn: (table: IndexTable, columns: Record<TProperty, string>, indexName: string) => string,
+): never {
+  const isTable = (x: unknown) => typeof x === 'object' && x !== null && Object.hasOwn(x, 'toString') && typeof x.toString === 'function';
+  const callback = (a: unknown, b: unknown, indexName: string) =>
+    isTable(a)
+      ? fn(a as IndexTable, b as Record<TProperty, string>, indexName)
+      : fn(b as IndexTable, a as Record<TProperty, string>, indexName);
+  return callback as never;
+}
+
+/** Settings of node-postgres connections that {@link pgConnectionOptions} passes through. */
+export interface PgConnectionSettings {
+  /** `application_name`, shown in `pg_stat_activity`. */
+  readonly applicationName?: string;
+  /** How long a new connection may take before it fails, ms (pg's `connectionTimeoutMillis`; default: no limit). */
+  readonly connectionTimeoutMs?: number;
+  /** Server settings sent at connect, e.g. `-c lock_timeout=50` (pg's `options`). */
+  readonly serverOptions?: string;
+}
+
+/**
+ * MikroORM `driverOptions` that give node-postgres connections these settings. MikroORM 6 hands
+ * `driverOptions.connection` to knex; 7 spreads `driverOptions` into pg's Pool options. The other major's shape
+ * is ignored by 6 and breaks connecting on 7, so no feature tells them apart before use.
+ */
+export function pgConnectionOptions(settings: PgConnectionSettings): Record<string, unknown> {
+  const connection: Record<string, unknown> = {};
+  if (settings.applicationName !== undefined) connection.application_name = settings.applicationName;
+  if (settings.connectionTimeoutMs !== undefined) connection.connectionTimeoutMillis = settings.connectionTimeoutMs;
+  if (settings.serverOptions !== undefined) connection.options = settings.serverOptions;
+  return ORM_MAJOR === 6 ? { connection } : connection;
+}

@@ -1,0 +1,52 @@
+// The compatibility seam (src/orm) is the only place that knows MikroORM comes in two majors: the rest of the
+// library neither reads the version nor imports a package only one major has.
+import { readdir, readFile } from 'node:fs/promises';
+import { join, relative, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { indexExpression } from '../../src/orm/index.js';
+
+const src = resolve(import.meta.dirname, '..', '..', 'src');
+
+async function sourceFiles(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  const nested = await Promise.all(
+    entries.map((e) =>
+      e.isDirectory() ? sourceFiles(join(dir, e.name)) : Promise.resolve(e.name.endsWith('.ts') ? [join(dir, e.name)] : []),
+    ),
+  );
+  return nested.flat();
+}
+
+describe('the MikroORM compatibility seam', () => {
+  it('no file of the library outside src/orm checks the MikroORM version', async () => {
+    const offenders: string[] = [];
+    for (const file of await sourceFiles(src)) {
+      const path = relative(src, file);
+      if (path.startsWith('orm/')) continue;
+      const text = await readFile(file, 'utf8');
+      if (/getORMVersion|ORM_MAJOR/.test(text)) offenders.push(path);
+    }
+    expect(offenders).toEqual([]);
+  });
+
+  it('the library imports nothing from @mikro-orm/knex, @mikro-orm/sql or @mikro-orm/decorators', async () => {
+    const offenders: string[] = [];
+    for (const file of await sourceFiles(src)) {
+      const text = await readFile(file, 'utf8');
+      if (/from '@mikro-orm\/(knex|sql|decorators)/.test(text)) offenders.push(relative(src, file));
+    }
+    expect(offenders).toEqual([]);
+  });
+
+  it('an index expression gets (table, columns, name) whichever order MikroORM passes them in', () => {
+    const expression = indexExpression<'createdAt' | 'completedAt'>(
+      (table, columns, name) => `create index "${name}" on "${table.name}" ("${columns.createdAt}") where "${columns.completedAt}" is null`,
+    ) as unknown as (a: unknown, b: unknown, name: string) => string;
+    const table = { name: 'order_saga', schema: undefined, toString: () => 'order_saga' };
+    // Even a saga with a property called `name` (whose column is a string) is not mistaken for the table.
+    const columns = { createdAt: 'created_at', completedAt: 'completed_at', name: 'name' };
+    const sql = 'create index "ix" on "order_saga" ("created_at") where "completed_at" is null';
+    expect(expression(table, columns, 'ix')).toBe(sql); // MikroORM 6
+    expect(expression(columns, table, 'ix')).toBe(sql); // MikroORM 7
+  });
+});
