@@ -117,8 +117,11 @@ describe.runIf(LOADED_ORM_MAJOR === 7)('the npm tarball in a separate MikroORM 7
         ({ stdout }) => ({ code: 0, stdout, stderr: '' }),
         (error: { code: number; stdout: string; stderr: string }) => error,
       );
+    const missing = await bin('verify-schema');
+    expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining('DATABASE_UNREACHABLE') });
+    await writeFile(location, ''); // an empty file is an empty SQLite database
     const empty = await bin('verify-schema', '--json');
-    expect(empty.code).toBe(3);
+    expect(empty.code, empty.stderr).toBe(3);
     expect(JSON.parse(empty.stdout).problems).toEqual(
       expect.arrayContaining([expect.objectContaining({ kind: 'table_missing', table: 'saga_timer' })]),
     );
