@@ -76,7 +76,7 @@ async function loadSagas(location: AppLocation): Promise<AnySagaDefinition[]> {
 
 /**
  * Loads the application's MikroORM config the way the MikroORM CLI does (same paths, `MIKRO_ORM_CONTEXT_NAME`,
- * `.env`), opens the ORM with its log sent to `location.log`, and imports the saga definitions.
+ * `MIKRO_ORM_*` variables; `.env` on MikroORM 6, whose core reads it), opens the ORM with its log sent to `location.log`, and imports the saga definitions.
  */
 export async function loadApp(location: AppLocation): Promise<LoadedApp> {
   const paths = await configPaths(location);
