@@ -35,6 +35,7 @@ export {
   storedProperties,
   tableOf,
 } from './compat.js';
+export { loadOrmConfig, ormConfigPaths } from './config-loader.js';
 export {
   type CreatedMigration,
   createMigration,
