@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MikroORM } from '@mikro-orm/core';
 import pg from 'pg';
+import { migrateUp, queryRows, updateSchema } from '../src/orm/index.js';
 import { ScriptedSaga } from '../test/fixtures/scripted-saga.js';
 import { connectionOptions, type DialectName } from '../test/support/databases.js';
 import { POSTGRES_URL } from './bench-settings.js';
@@ -49,9 +50,9 @@ export async function createBenchDatabase(dialect: DialectName, journal: 'wal' |
     drop = async () => removeSqliteFile(location);
   }
   const orm = await MikroORM.init(connectionOptions(dialect, location, [ScriptedSaga]));
-  await orm.getMigrator().up();
-  await orm.getSchemaGenerator().updateSchema();
-  if (dialect === 'sqlite') await orm.em.getConnection().execute(`pragma journal_mode = ${journal}`);
+  await migrateUp(orm);
+  await updateSchema(orm);
+  if (dialect === 'sqlite') await queryRows(orm.em, `pragma journal_mode = ${journal}`, []);
   return {
     dialect,
     location,

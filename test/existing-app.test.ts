@@ -9,6 +9,7 @@ import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SAGA_MIGRATIONS } from '../migrations/index.js';
 import { createEmptyDatabase, DIALECTS, type DialectName, type EmptyDatabase } from './support/databases.js';
+import { LOADED_ORM_MAJOR } from './support/orm-leg.js';
 import { buildApp, installPackedPackage, root, run } from './support/packed-package.js';
 
 const app = join(root, '.tmp', `existing-app-${randomUUID().slice(0, 8)}`);
@@ -113,115 +114,122 @@ describe('docs/integration.md', () => {
   });
 });
 
-beforeAll(async () => {
-  await installPackedPackage(app);
-  await cp(join(root, 'examples', 'existing-app'), app, { recursive: true });
-  await cp(join(root, 'examples', 'existing-app'), shipped, { recursive: true });
-  await symlink(join(app, 'node_modules'), join(shipped, 'node_modules'));
-}, 180_000);
-afterAll(async () => {
-  await rm(app, { recursive: true, force: true });
-  await rm(shipped, { recursive: true, force: true });
-});
-
-/** An empty database of the describe's own (the app's migrations build it), dropped afterwards. */
-function useEmptyDatabase(dialect: DialectName): () => EmptyDatabase {
-  let db: EmptyDatabase | undefined;
+// The example is a MikroORM 6 app: legacy decorators from @mikro-orm/core, folder-based discovery with the
+// metadata cache, MikroORM 6's `esm.js` CLI entry and 6.6.16 in its package.json. On 7 each of those is another
+// API (decorators from @mikro-orm/decorators, `discoverEntities`, the FileCacheAdapter from fs-utils, `cli.js`),
+// so it runs on 6 only; test/package-v7.test.ts runs the tarball, its `mikro-orm-saga` bin and the 7 CLI in a
+// MikroORM 7 app.
+describe.runIf(LOADED_ORM_MAJOR === 6)('examples/existing-app (a MikroORM 6 app)', () => {
   beforeAll(async () => {
-    db = await createEmptyDatabase(dialect);
+    await installPackedPackage(app);
+    await cp(join(root, 'examples', 'existing-app'), app, { recursive: true });
+    await cp(join(root, 'examples', 'existing-app'), shipped, { recursive: true });
+    await symlink(join(app, 'node_modules'), join(shipped, 'node_modules'));
+  }, 180_000);
+  afterAll(async () => {
+    await rm(app, { recursive: true, force: true });
+    await rm(shipped, { recursive: true, force: true });
   });
-  afterAll(() => db?.drop());
-  return () => db!;
-}
 
-/** The migrations in `dir` newer than `before`, backticks and escaped quotes read as double quotes. */
-async function newMigration(dir: string, before: string[]): Promise<string> {
-  const [created] = (await readdir(dir)).filter((file) => !before.includes(file));
-  expect(created, 'migration:create wrote no file').toBeDefined();
-  return (await readFile(join(dir, created!), 'utf8')).replaceAll('\\`', '"').replaceAll('`', '"');
-}
+  /** An empty database of the describe's own (the app's migrations build it), dropped afterwards. */
+  function useEmptyDatabase(dialect: DialectName): () => EmptyDatabase {
+    let db: EmptyDatabase | undefined;
+    beforeAll(async () => {
+      db = await createEmptyDatabase(dialect);
+    });
+    afterAll(() => db?.drop());
+    return () => db!;
+  }
 
-for (const dialect of DIALECTS) {
-  describe(`examples/existing-app from the npm tarball (${dialect})`, () => {
-    const database = useEmptyDatabase(dialect);
+  /** The migrations in `dir` newer than `before`, backticks and escaped quotes read as double quotes. */
+  async function newMigration(dir: string, before: string[]): Promise<string> {
+    const [created] = (await readdir(dir)).filter((file) => !before.includes(file));
+    expect(created, 'migration:create wrote no file').toBeDefined();
+    return (await readFile(join(dir, created!), 'utf8')).replaceAll('\\`', '"').replaceAll('`', '"');
+  }
 
-    it('generates and runs its next migration with the MikroORM CLI, then a second migration:create finds nothing', async () => {
-      const env = appEnv(database(), dialect);
-      // The app is in production already: its own migration ran before it added the library.
-      await mikroOrm(env, 'migration:up');
-      const folder = join(app, 'src', 'migrations', dialect);
-      const before = await readdir(folder);
-      expect(await mikroOrm(env, 'migration:create')).toContain('successfully created');
-      const migration = await newMigration(folder, before);
-      expect(migration).toMatch(
-        /create unique index "saga_timer_pending_name_uniq" on "saga_timer" \("saga_type", "saga_id", "name"\) where "dispatched_at" is null/,
-      );
-      for (const table of ['saga_timer', 'saga_outbox', 'saga_handled_message', 'order_saga']) {
-        expect(migration).toMatch(new RegExp(`create table "${table}"`));
-      }
-      expect(migration).toMatch(
-        /create index "order_saga_completed_at_index" on "order_saga" \("created_at"\) where "completed_at" is null/,
-      );
-      expect(migration).not.toMatch(/"customer"/);
+  for (const dialect of DIALECTS) {
+    describe(`examples/existing-app from the npm tarball (${dialect})`, () => {
+      const database = useEmptyDatabase(dialect);
 
-      await mikroOrm(env, 'migration:up');
-      expect(await mikroOrm(env, 'migration:create')).toContain('No changes required');
-      expect(await readdir(folder)).toHaveLength(before.length + 1);
-      expect((await readdir(join(app, 'temp'))).length).toBeGreaterThan(0); // the metadata cache is on
-    }, 120_000);
+      it('generates and runs its next migration with the MikroORM CLI, then a second migration:create finds nothing', async () => {
+        const env = appEnv(database(), dialect);
+        // The app is in production already: its own migration ran before it added the library.
+        await mikroOrm(env, 'migration:up');
+        const folder = join(app, 'src', 'migrations', dialect);
+        const before = await readdir(folder);
+        expect(await mikroOrm(env, 'migration:create')).toContain('successfully created');
+        const migration = await newMigration(folder, before);
+        expect(migration).toMatch(
+          /create unique index "saga_timer_pending_name_uniq" on "saga_timer" \("saga_type", "saga_id", "name"\) where "dispatched_at" is null/,
+        );
+        for (const table of ['saga_timer', 'saga_outbox', 'saga_handled_message', 'order_saga']) {
+          expect(migration).toMatch(new RegExp(`create table "${table}"`));
+        }
+        expect(migration).toMatch(
+          /create index "order_saga_completed_at_index" on "order_saga" \("created_at"\) where "completed_at" is null/,
+        );
+        expect(migration).not.toMatch(/"customer"/);
 
-    it('serves HTTP with the dispatcher beside it: a saga starts, its timer fires, the outbox is published; SIGTERM exits 0', async () => {
-      await buildApp(app);
-      const server = startServer(appEnv(database(), dialect, { PORT: '0', PAYMENT_TIMEOUT_MS: '200', DISPATCH_POLL_MS: '50' }));
-      try {
-        const { port } = await server.next((line) => line.event === 'listening', 'listening');
-        expect(await post(Number(port), '/customers', { id: 'c-1', name: 'Ada' })).toMatchObject({ status: 201 });
-        const started = await post(Number(port), '/orders', { orderId: 'o-1', customerId: 'c-1' });
-        expect(started).toMatchObject({ status: 202, body: { outcome: 'started', timersScheduled: 1, messagesSent: 1 } });
+        await mikroOrm(env, 'migration:up');
+        expect(await mikroOrm(env, 'migration:create')).toContain('No changes required');
+        expect(await readdir(folder)).toHaveLength(before.length + 1);
+        expect((await readdir(join(app, 'temp'))).length).toBeGreaterThan(0); // the metadata cache is on
+      }, 120_000);
 
-        const published = (type: string) => (line: AppLine) => line.event === 'published' && line.type === type;
-        await expect(server.next(published('ConfirmOrder'), 'ConfirmOrder published')).resolves.toMatchObject({
-          payload: { orderId: 'o-1' },
-        });
-        // 'payment-timeout' fired: the saga cancelled the order and sent OrderCancelled.
-        await expect(server.next(published('OrderCancelled'), 'OrderCancelled published')).resolves.toMatchObject({
-          payload: { orderId: 'o-1' },
-        });
-        expect(await post(Number(port), '/payments', { orderId: 'o-1' })).toMatchObject({ status: 202, body: { outcome: 'ignored' } });
-        expect(await post(Number(port), '/orders', { orderId: 'o-2', customerId: 'c-1' })).toMatchObject({ status: 202 });
-        const paid = await post(Number(port), '/payments', { orderId: 'o-2' });
-        expect(paid).toMatchObject({ status: 202, body: { outcome: 'handled', completed: true, timersCancelled: 1 } });
-        await expect(server.next(published('ShipOrder'), 'ShipOrder published')).resolves.toMatchObject({ payload: { orderId: 'o-2' } });
-        await expectOperatorCli(appEnv(database(), dialect));
-      } finally {
-        server.child.kill('SIGTERM');
-      }
-      expect(await server.exited).toBe(0);
-      await expect(server.next((line) => line.event === 'stopped', 'stopped')).resolves.toBeDefined();
-    }, 120_000);
-  });
-}
+      it('serves HTTP with the dispatcher beside it: a saga starts, its timer fires, the outbox is published; SIGTERM exits 0', async () => {
+        await buildApp(app);
+        const server = startServer(appEnv(database(), dialect, { PORT: '0', PAYMENT_TIMEOUT_MS: '200', DISPATCH_POLL_MS: '50' }));
+        try {
+          const { port } = await server.next((line) => line.event === 'listening', 'listening');
+          expect(await post(Number(port), '/customers', { id: 'c-1', name: 'Ada' })).toMatchObject({ status: 201 });
+          const started = await post(Number(port), '/orders', { orderId: 'o-1', customerId: 'c-1' });
+          expect(started).toMatchObject({ status: 202, body: { outcome: 'started', timersScheduled: 1, messagesSent: 1 } });
 
-for (const dialect of DIALECTS) {
-  describe(`examples/existing-app with the library's shipped migrations beside its own (${dialect})`, () => {
-    const database = useEmptyDatabase(dialect);
+          const published = (type: string) => (line: AppLine) => line.event === 'published' && line.type === type;
+          await expect(server.next(published('ConfirmOrder'), 'ConfirmOrder published')).resolves.toMatchObject({
+            payload: { orderId: 'o-1' },
+          });
+          // 'payment-timeout' fired: the saga cancelled the order and sent OrderCancelled.
+          await expect(server.next(published('OrderCancelled'), 'OrderCancelled published')).resolves.toMatchObject({
+            payload: { orderId: 'o-1' },
+          });
+          expect(await post(Number(port), '/payments', { orderId: 'o-1' })).toMatchObject({ status: 202, body: { outcome: 'ignored' } });
+          expect(await post(Number(port), '/orders', { orderId: 'o-2', customerId: 'c-1' })).toMatchObject({ status: 202 });
+          const paid = await post(Number(port), '/payments', { orderId: 'o-2' });
+          expect(paid).toMatchObject({ status: 202, body: { outcome: 'handled', completed: true, timersCancelled: 1 } });
+          await expect(server.next(published('ShipOrder'), 'ShipOrder published')).resolves.toMatchObject({ payload: { orderId: 'o-2' } });
+          await expectOperatorCli(appEnv(database(), dialect));
+        } finally {
+          server.child.kill('SIGTERM');
+        }
+        expect(await server.exited).toBe(0);
+        await expect(server.next((line) => line.event === 'stopped', 'stopped')).resolves.toBeDefined();
+      }, 120_000);
+    });
+  }
 
-    it('runs them from its folder with its own; migration:create then writes only its saga table', async () => {
-      const env = appEnv(database(), dialect);
-      const folder = join(shipped, 'src', 'migrations', dialect);
-      // docs/integration.md: one file per library migration, named after it.
-      for (const { name } of SAGA_MIGRATIONS[dialect]) {
-        const source = `import { sagaMigration } from 'mikro-orm-saga/migrations';\n\nexport const ${name} = sagaMigration('${dialect}', '${name}');\n`;
-        await writeFile(join(folder, `${name}.ts`), source);
-      }
-      expect(await mikroOrm(env, 'migration:up', shipped)).toContain(SAGA_MIGRATIONS[dialect].at(-1)!.name);
-      const before = await readdir(folder);
-      await mikroOrm(env, 'migration:create', shipped);
-      const migration = await newMigration(folder, before);
-      expect(migration).toMatch(/create table "order_saga"/);
-      expect(migration).not.toMatch(/"saga_timer"|"saga_outbox"|"customer"/);
-      await mikroOrm(env, 'migration:up', shipped);
-      expect(await mikroOrm(env, 'migration:create', shipped)).toContain('No changes required');
-    }, 120_000);
-  });
-}
+  for (const dialect of DIALECTS) {
+    describe(`examples/existing-app with the library's shipped migrations beside its own (${dialect})`, () => {
+      const database = useEmptyDatabase(dialect);
+
+      it('runs them from its folder with its own; migration:create then writes only its saga table', async () => {
+        const env = appEnv(database(), dialect);
+        const folder = join(shipped, 'src', 'migrations', dialect);
+        // docs/integration.md: one file per library migration, named after it.
+        for (const { name } of SAGA_MIGRATIONS[dialect]) {
+          const source = `import { sagaMigration } from 'mikro-orm-saga/migrations';\n\nexport const ${name} = sagaMigration('${dialect}', '${name}');\n`;
+          await writeFile(join(folder, `${name}.ts`), source);
+        }
+        expect(await mikroOrm(env, 'migration:up', shipped)).toContain(SAGA_MIGRATIONS[dialect].at(-1)!.name);
+        const before = await readdir(folder);
+        await mikroOrm(env, 'migration:create', shipped);
+        const migration = await newMigration(folder, before);
+        expect(migration).toMatch(/create table "order_saga"/);
+        expect(migration).not.toMatch(/"saga_timer"|"saga_outbox"|"customer"/);
+        await mikroOrm(env, 'migration:up', shipped);
+        expect(await mikroOrm(env, 'migration:create', shipped)).toContain('No changes required');
+      }, 120_000);
+    });
+  }
+});

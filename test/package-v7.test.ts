@@ -108,6 +108,27 @@ describe.runIf(LOADED_ORM_MAJOR === 7)('the npm tarball in a separate MikroORM 7
     });
   }
 
+  it("the package's mikro-orm-saga bin loads the app's config through MikroORM 7 and checks the schema (sqlite)", async () => {
+    const location = join(app, 'bin.sqlite');
+    const migrations = 'dist/bin-migrations-sqlite';
+    const env = { ...appEnv, MIKRO_ORM_CLI_CONFIG: 'dist/mikro-orm.config.js', SAGA_APP_DIALECT: 'sqlite', SAGA_APP_DB: location };
+    const bin = (...args: string[]) =>
+      run(join(app, 'node_modules', '.bin', 'mikro-orm-saga'), args, { cwd: app, env }).then(
+        ({ stdout }) => ({ code: 0, stdout, stderr: '' }),
+        (error: { code: number; stdout: string; stderr: string }) => error,
+      );
+    const missing = await bin('verify-schema');
+    expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining('DATABASE_UNREACHABLE') });
+    await writeFile(location, ''); // an empty file is an empty SQLite database
+    const empty = await bin('verify-schema', '--json');
+    expect(empty.code, empty.stderr).toBe(3);
+    expect(JSON.parse(empty.stdout).problems).toEqual(
+      expect.arrayContaining([expect.objectContaining({ kind: 'table_missing', table: 'saga_timer' })]),
+    );
+    await cliFlow('sqlite', location, migrations);
+    expect(await bin('verify-schema')).toMatchObject({ code: 0, stdout: expect.stringContaining('The schema fits') });
+  });
+
   /** `migration:create`, `migration:up`, `migration:create` again, with the app's compiled config. */
   async function cliFlow(dialect: string, location: string, migrations: string) {
     const created = await cli('migration:create', dialect, location, migrations);

@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ConfigurationLoader, MikroORM } from '@mikro-orm/core';
+import { MikroORM } from '@mikro-orm/core';
+import { loadOrmConfig, ormConfigPaths } from '../orm/config-loader.js';
 import type { SagaDefinition } from '../saga/define-saga.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
 import { CliUsageError } from './cli-usage-error.js';
@@ -29,8 +30,8 @@ export interface LoadedApp {
  * `mikro-orm.configPaths`, `./src/mikro-orm.config.ts` and `./mikro-orm.config.ts` (when TypeScript is allowed),
  * `./dist/mikro-orm.config.js` (or build/, src/), `./mikro-orm.config.js`.
  */
-function configPaths(location: AppLocation): string[] {
-  return location.config ? [location.config] : ConfigurationLoader.getConfigPaths();
+async function configPaths(location: AppLocation): Promise<string[]> {
+  return location.config ? [location.config] : await ormConfigPaths();
 }
 
 /** A saga definition as `defineSaga` returns it (frozen, with its steps and start messages). */
@@ -75,19 +76,17 @@ async function loadSagas(location: AppLocation): Promise<AnySagaDefinition[]> {
 
 /**
  * Loads the application's MikroORM config the way the MikroORM CLI does (same paths, `MIKRO_ORM_CONTEXT_NAME`,
- * `.env`), opens the ORM with its log sent to `location.log`, and imports the saga definitions.
+ * `MIKRO_ORM_*` variables; `.env` on MikroORM 6, whose core reads it), opens the ORM with its log sent to `location.log`, and imports the saga definitions.
  */
 export async function loadApp(location: AppLocation): Promise<LoadedApp> {
-  const paths = configPaths(location);
-  const config = await ConfigurationLoader.getConfiguration(process.env.MIKRO_ORM_CONTEXT_NAME ?? 'default', paths).catch(
-    (error: unknown) => {
-      throw new CliUsageError(
-        `No MikroORM config could be loaded from ${paths.join(', ')} (${error instanceof Error ? error.message : String(error)}). ` +
-          'Pass --config <file>, set MIKRO_ORM_CLI_CONFIG, or list it in package.json "mikro-orm": { "configPaths": [...] }.',
-      );
-    },
-  );
+  const paths = await configPaths(location);
+  const config = await loadOrmConfig(process.env.MIKRO_ORM_CONTEXT_NAME ?? 'default', paths).catch((error: unknown) => {
+    throw new CliUsageError(
+      `No MikroORM config could be loaded from ${paths.join(', ')} (${error instanceof Error ? error.message : String(error)}). ` +
+        'Pass --config <file>, set MIKRO_ORM_CLI_CONFIG, or list it in package.json "mikro-orm": { "configPaths": [...] }.',
+    );
+  });
   const sagas = await loadSagas(location);
-  const orm = await MikroORM.init({ ...config.getAll(), debug: false, logger: location.log });
+  const orm = await MikroORM.init({ ...config, debug: false, logger: location.log });
   return { orm, sagas };
 }

@@ -1,8 +1,8 @@
 import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
-import { DriverException } from '@mikro-orm/core';
 import { SagaError } from '../errors.js';
 import { SagaOperations } from '../operations/saga-operations.js';
+import { isDriverException } from '../orm/compat.js';
 import { systemClock } from '../time/clock.js';
 import type { CliCommand, CliInput, CliOutput } from './cli-command.js';
 import { CLI_EXIT_CODES } from './cli-exit-codes.js';
@@ -85,7 +85,7 @@ function failure(error: unknown): { code: string; message: string; exitCode: num
         : CLI_EXIT_CODES.FAILURE;
     return { code: error.code, message: error.message, exitCode };
   }
-  if (error instanceof DriverException) {
+  if (isDriverException(error)) {
     // A driver message quotes the statement with its parameters: name the failure only.
     return {
       code: 'DATABASE',

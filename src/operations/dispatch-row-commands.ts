@@ -1,4 +1,4 @@
-import { UniqueConstraintViolationException } from '@mikro-orm/core';
+import { freshFork, isUniqueViolation } from '../orm/compat.js';
 import type { DispatchTable } from '../sql/dispatch-statements.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
 import { checkDate, checkIds, invalidInput } from './operation-input.js';
@@ -18,7 +18,7 @@ async function rowStates(ops: OperationsContext, table: DispatchTable, ids: read
   if (ids.length === 0) return new Map<string, unknown>();
   const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
   const rows = await queryRows<{ id: string; dispatchedAt: unknown; outcome: string | null }>(
-    ops.db.em.fork({ clear: true }),
+    freshFork(ops.db.em),
     `select ${c.id} as "id", ${c.dispatchedAt} as "dispatchedAt", ${c.outcome} as "outcome" from ${name} where ${c.id} in (${placeholders(ids.length)})`,
     [...ids],
   );
@@ -55,7 +55,7 @@ export async function requeueRows(ops: OperationsContext, table: DispatchTable, 
       if (!states.has(id)) return ITEM_STATUSES.NOT_FOUND;
       try {
         const changed = await runStatement(
-          ops.db.em.fork({ clear: true }),
+          freshFork(ops.db.em),
           `update ${name} set ${c.dispatchedAt} = null, ${c.outcome} = null, ${c.deadLetteredAt} = null, ${c.deadLetterReason} = null,
              ${c.attempts} = 0, ${c.availableAt} = ?, ${c.lockedUntil} = null, ${c.deliveryStartedAt} = null, ${c.token} = ${ops.db.dialect.newTokenSql}
            where ${c.id} = ? and ${c.outcome} = ?`,
@@ -64,7 +64,7 @@ export async function requeueRows(ops: OperationsContext, table: DispatchTable, 
         return changed === 1 ? ITEM_STATUSES.REQUEUED : ITEM_STATUSES.NOT_DEAD_LETTERED;
       } catch (error) {
         // The filtered unique index: a pending timer of that name exists on the saga again.
-        if (error instanceof UniqueConstraintViolationException) return ITEM_STATUSES.CONFLICT;
+        if (isUniqueViolation(error)) return ITEM_STATUSES.CONFLICT;
         throw error;
       }
     },
@@ -81,11 +81,9 @@ export async function cancelTimers(ops: OperationsContext, ids: unknown): Promis
     checked,
     async (id) => {
       if (!states.has(id)) return ITEM_STATUSES.NOT_FOUND;
-      const deleted = await runStatement(
-        ops.db.em.fork({ clear: true }),
-        `delete from ${table} where ${c.id} = ? and ${c.dispatchedAt} is null`,
-        [id],
-      );
+      const deleted = await runStatement(freshFork(ops.db.em), `delete from ${table} where ${c.id} = ? and ${c.dispatchedAt} is null`, [
+        id,
+      ]);
       return deleted === 1 ? ITEM_STATUSES.CANCELLED : ITEM_STATUSES.NOT_PENDING;
     },
     ITEM_STATUSES.CANCELLED,
@@ -104,7 +102,7 @@ export async function rescheduleTimers(ops: OperationsContext, ids: unknown, due
     async (id) => {
       if (!states.has(id)) return ITEM_STATUSES.NOT_FOUND;
       const changed = await runStatement(
-        ops.db.em.fork({ clear: true }),
+        freshFork(ops.db.em),
         `update ${table} set ${c.dueAt} = ?, ${c.availableAt} = ?, ${c.lockedUntil} = null, ${c.deliveryStartedAt} = null,
            ${c.token} = ${ops.db.dialect.newTokenSql}
          where ${c.id} = ? and ${c.dispatchedAt} is null`,

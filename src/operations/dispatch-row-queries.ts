@@ -1,4 +1,5 @@
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
+import { freshFork } from '../orm/compat.js';
 import type { OutboxProperty, TimerProperty } from '../sql/database-context.js';
 import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
 import { queryRows } from '../sql/sql-executor.js';
@@ -73,7 +74,7 @@ async function readRows<T extends DispatchTable>(
 ): Promise<RowOf<T>[]> {
   const now = ops.clock.now();
   const rows = await queryRows<Record<string, unknown>>(
-    ops.db.em.fork({ clear: true }),
+    freshFork(ops.db.em),
     `select ${selectList(ops, table)} from ${ops.db.tables[table].table}
      ${where.length ? `where ${where.join(' and ')}` : ''} order by ${orderBy} limit ?`,
     [...params, limit],
@@ -196,7 +197,7 @@ export async function sagaDispatchRows(
 async function handledMessages(ops: OperationsContext, sagaType: string, sagaId: string, limit: number): Promise<HandledMessageRow[]> {
   const { table, column: c } = ops.handledMessages;
   const rows = await queryRows<Record<string, unknown>>(
-    ops.db.em.fork({ clear: true }),
+    freshFork(ops.db.em),
     `select ${c.messageId} as "messageId", ${c.version} as "version", ${c.processedAt} as "processedAt" from ${table}
      where ${c.sagaType} = ? and ${c.sagaId} = ? order by ${c.processedAt} desc, ${c.id} desc limit ?`,
     [sagaType, sagaId, limit],

@@ -1,4 +1,5 @@
 import type { EntityManager } from '@mikro-orm/core';
+import { freshFork, inFreshTransaction } from '../orm/compat.js';
 import { DEFAULT_PURGE_BATCH_SIZE } from '../saga/handled-messages.js';
 import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
@@ -48,7 +49,7 @@ function deleteDispatched(ops: OperationsContext, table: DispatchTable, cutoff: 
   const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
   const keep = includeDeadLettered ? '' : ` and ${c.outcome} <> ?`;
   return runStatement(
-    ops.db.em.fork({ clear: true }),
+    freshFork(ops.db.em),
     `delete from ${name} where ${c.id} in (select ${c.id} from ${name}
        where ${c.dispatchedAt} is not null and ${c.dispatchedAt} < ?${keep} order by ${c.dispatchedAt} limit ?${skipLocked(ops)})`,
     includeDeadLettered ? [cutoff, limit] : [cutoff, DISPATCH_ROW_STATUSES.DEAD_LETTERED, limit],
@@ -63,7 +64,7 @@ function deleteCompletedSagas(ops: OperationsContext, saga: SagaTable, cutoff: D
   const s = saga.column;
   const o = ops.db.tables.saga_outbox;
   const pendingOutbox = `select 1 from ${o.table} where ${o.column.sagaType} = ? and ${o.column.sagaId} = ${saga.table}.${s.id} and ${o.column.dispatchedAt} is null`;
-  return ops.db.em.fork({ clear: true }).transactional(async (em) => {
+  return inFreshTransaction(ops.db.em, async (em) => {
     const rows = await queryRows<{ id: string }>(
       em,
       `${ROWS_WANTED}delete from ${saga.table} where ${s.id} in (select ${s.id} from ${saga.table}

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/core';
 import { SagaConcurrencyError, SagaValidationError } from '../errors.js';
 import { uuidV7 } from '../ids/uuid-v7.js';
+import { inFreshTransaction } from '../orm/compat.js';
 import { insertOutboxMessages } from '../sql/outbox-statements.js';
 import { queryRows, runStatement } from '../sql/sql-executor.js';
 import { checkReason, checkUuid, invalidInput } from './operation-input.js';
@@ -34,7 +35,7 @@ function checkRequest(ops: OperationsContext, request: SagaChangeRequest) {
 export async function changeSaga(ops: OperationsContext, kind: ChangeKind, request: SagaChangeRequest): Promise<SagaChange> {
   const { saga, sagaId, reason, expected } = checkRequest(ops, request);
   const completing = kind === 'forceComplete';
-  return ops.db.em.fork({ clear: true }).transactional(async (em) => {
+  return inFreshTransaction(ops.db.em, async (em) => {
     const now = ops.clock.now();
     const version = await readVersion(em, saga, sagaId, completing, expected);
     const c = saga.column;

@@ -1,6 +1,7 @@
 import { wrap } from '@mikro-orm/core';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaValidationError } from '../errors.js';
+import { freshFork } from '../orm/compat.js';
 import { labelOf } from '../saga/stored-text.js';
 import { queryRows } from '../sql/sql-executor.js';
 import { sagaDispatchRows } from './dispatch-row-queries.js';
@@ -101,7 +102,7 @@ export async function listSagas(ops: OperationsContext, query: SagaListQuery): P
   // One more than the page, to know whether a next page exists.
   const branches = filters.types.map((saga, index) => sagaBranch(saga, filters, after, limit + 1, index));
   const rows = await queryRows<Record<string, unknown>>(
-    ops.db.em.fork({ clear: true }),
+    freshFork(ops.db.em),
     `${branches.map((b) => b.sql).join(' union all ')} order by "createdAt" desc, "sagaType" desc, "id" desc limit ?`,
     [...branches.flatMap((b) => b.params), limit + 1],
   );
@@ -143,7 +144,7 @@ export async function getSaga(ops: OperationsContext, lookup: SagaLookup): Promi
     lookup.sagaId !== undefined
       ? { id: checkUuid(lookup.sagaId, 'sagaId') }
       : { [saga.definition.correlationProperty]: checkCorrelationValue(saga, lookup.correlation, 'The correlation lookup') };
-  const em = ops.db.em.fork({ clear: true });
+  const em = freshFork(ops.db.em);
   const entity = await em.findOne(saga.meta.class, where as never);
   if (!entity) return undefined;
   const state = wrap(entity as object).toObject() as Record<string, unknown>;
@@ -170,7 +171,7 @@ function summaryFromState(saga: SagaTable, state: Record<string, unknown>): Saga
 
 /** Active sagas per registered type (one count per table over its active-row index), in registration order. */
 export async function countActiveSagas(ops: OperationsContext): Promise<ActiveSagaCount[]> {
-  const em = ops.db.em.fork({ clear: true });
+  const em = freshFork(ops.db.em);
   const counts: ActiveSagaCount[] = [];
   for (const saga of ops.sagas.values()) {
     const rows = await queryRows<{ n: number | string }>(

@@ -1,5 +1,6 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { SagaCorrelationError } from '../errors.js';
+import { columnOf, entityMetadata, tableOf } from '../orm/compat.js';
 import { type CorrelationCheck, correlationCheckFor } from '../saga/correlation-value.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
 
@@ -45,15 +46,14 @@ export function checkCorrelationValue(saga: SagaTable, value: unknown, what: str
 /** Reads the table of each saga from MikroORM's metadata (the runtime checked each is registered). */
 export function sagaTablesOf(em: EntityManager, sagas: readonly AnySagaDefinition[]): Map<string, SagaTable> {
   const tables = new Map<string, SagaTable>();
-  const platform = em.getPlatform();
   for (const definition of sagas) {
-    const meta = em.getMetadata().find(definition.state.name)!;
-    const field = (property: string) => platform.quoteIdentifier(meta.properties[property as never]!.fieldNames[0]!);
+    const meta = entityMetadata(em, definition.state)!;
+    const field = (property: string) => columnOf(em, meta, property);
     tables.set(definition.name, {
       sagaType: definition.name,
       definition,
       meta,
-      table: platform.quoteIdentifier(meta.schema ? `${meta.schema}.${meta.tableName}` : meta.tableName),
+      table: tableOf(em, meta),
       column: {
         id: field('id'),
         createdAt: field('createdAt'),

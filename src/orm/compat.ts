@@ -67,6 +67,14 @@ export function freshFork(em: EntityManager): EntityManager {
   return em.fork({ clear: true });
 }
 
+/**
+ * Runs `work` in one transaction on a fresh fork of `em` (MikroORM's `em.transactional`): committed when `work`
+ * resolves, rolled back when it throws (the error passes on).
+ */
+export function inFreshTransaction<T>(em: EntityManager, work: (tx: EntityManager) => Promise<T>): Promise<T> {
+  return freshFork(em).transactional(work);
+}
+
 /** An error the database refused because of a unique constraint or index. */
 export function isUniqueViolation(error: unknown): boolean {
   return error instanceof UniqueConstraintViolationException;
@@ -80,6 +88,11 @@ export function isConcurrencyConflict(error: unknown): boolean {
 /** The connection failed, or the database stayed locked past the busy timeout. */
 export function isConnectionOrLockError(error: unknown): boolean {
   return error instanceof ConnectionException || error instanceof LockWaitTimeoutException || error instanceof DeadlockException;
+}
+
+/** The connection to the database failed (refused, dropped, unknown host): MikroORM's `ConnectionException`. */
+export function isConnectionError(error: unknown): boolean {
+  return error instanceof ConnectionException;
 }
 
 /** No pooled connection could be had in time (knex's `KnexTimeoutError` on MikroORM 6). */

@@ -10,7 +10,9 @@ export {
   freshFork,
   type IndexTable,
   indexExpression,
+  inFreshTransaction,
   isConcurrencyConflict,
+  isConnectionError,
   isConnectionOrLockError,
   isDriverException,
   isInvalidFieldName,
@@ -33,6 +35,7 @@ export {
   storedProperties,
   tableOf,
 } from './compat.js';
+export { loadOrmConfig, ormConfigPaths } from './config-loader.js';
 export {
   type CreatedMigration,
   createMigration,

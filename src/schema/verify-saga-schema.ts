@@ -4,6 +4,7 @@ import { SagaHandledMessage } from '../entities/saga-handled-message.js';
 import { SagaOutbox } from '../entities/saga-outbox.js';
 import { SagaTimer } from '../entities/saga-timer.js';
 import { SagaDefinitionError, SagaSchemaError } from '../errors.js';
+import { entityMetadata, freshFork } from '../orm/compat.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
 import { type CatalogTable, normalizeSql, readCatalog } from './read-catalog.js';
 
@@ -54,7 +55,7 @@ interface ExpectedTable {
   readonly indexes: readonly { readonly name: string | undefined; readonly unique: boolean; readonly tail: string }[];
 }
 
-const LIBRARY_ENTITIES = [SagaTimer.name, SagaOutbox.name, SagaHandledMessage.name];
+const LIBRARY_ENTITIES = [SagaTimer, SagaOutbox, SagaHandledMessage];
 const BASE_PROPERTIES = ['id', 'createdAt', 'updatedAt', 'completedAt', 'version'];
 
 function libraryTable(meta: EntityMetadata): ExpectedTable {
@@ -151,20 +152,19 @@ function compareIndex(table: string, index: ExpectedTable['indexes'][number], ac
  */
 export async function inspectSagaSchema(options: VerifySagaSchemaOptions): Promise<SchemaProblem[]> {
   const { em } = options;
-  const metadata = em.getMetadata();
   const expected: ExpectedTable[] = [];
-  for (const name of LIBRARY_ENTITIES) {
-    const meta = metadata.find(name);
+  for (const entity of LIBRARY_ENTITIES) {
+    const meta = entityMetadata(em, entity);
     if (!meta) {
       throw new SagaDefinitionError(
         'DEFINITION_INVALID',
-        `Entity ${name} is not registered in MikroORM: add SAGA_ENTITIES from mikro-orm-saga to the 'entities' of your ORM config.`,
+        `Entity ${entity.name} is not registered in MikroORM: add SAGA_ENTITIES from mikro-orm-saga to the 'entities' of your ORM config.`,
       );
     }
     expected.push(libraryTable(meta));
   }
   for (const saga of options.sagas ?? []) {
-    const meta = metadata.find(saga.state.name);
+    const meta = entityMetadata(em, saga.state);
     if (!meta) {
       throw new SagaDefinitionError(
         'DEFINITION_INVALID',
@@ -175,7 +175,7 @@ export async function inspectSagaSchema(options: VerifySagaSchemaOptions): Promi
     // Two sagas may share a state entity (and so a table): check it once.
     if (!expected.some((table) => table.table === meta.tableName)) expected.push(sagaTable(meta));
   }
-  const catalog = await readCatalog(em.fork({ clear: true }), dialectOf(em), [...new Set(expected.map((t) => t.table))]);
+  const catalog = await readCatalog(freshFork(em), dialectOf(em), [...new Set(expected.map((t) => t.table))]);
   return expected.flatMap((table) => compareTable(table, catalog.get(table.table)));
 }
 

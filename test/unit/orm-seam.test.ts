@@ -2,13 +2,20 @@
 // library neither reads the version nor imports a package only one major has.
 import { readdir, readFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
+import * as core from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { indexExpression } from '../../src/orm/index.js';
 
-const src = resolve(import.meta.dirname, '..', '..', 'src');
+const root = resolve(import.meta.dirname, '..', '..');
+const src = join(root, 'src');
+
+/** MikroORM's exception classes (everything `@mikro-orm/core` exports that extends Error). */
+const ORM_ERROR_CLASSES = Object.entries(core)
+  .filter(([, value]) => typeof value === 'function' && value.prototype instanceof Error)
+  .map(([name]) => name);
 
 async function sourceFiles(dir: string): Promise<string[]> {
-  const entries = await readdir(dir, { withFileTypes: true });
+  const entries = (await readdir(dir, { withFileTypes: true })).filter((e) => e.name !== 'node_modules' && e.name !== 'results');
   const nested = await Promise.all(
     entries.map((e) =>
       e.isDirectory() ? sourceFiles(join(dir, e.name)) : Promise.resolve(e.name.endsWith('.ts') ? [join(dir, e.name)] : []),
@@ -34,6 +41,32 @@ describe('the MikroORM compatibility seam', () => {
     for (const file of await sourceFiles(src)) {
       const text = await readFile(file, 'utf8');
       if (/from '@mikro-orm\/(knex|sql|decorators)/.test(text)) offenders.push(relative(src, file));
+    }
+    expect(offenders).toEqual([]);
+  });
+
+  it('no file of the library outside src/orm reads MikroORM metadata or tests for its exception classes itself', async () => {
+    expect(ORM_ERROR_CLASSES).toEqual(
+      expect.arrayContaining(['UniqueConstraintViolationException', 'DriverException', 'OptimisticLockError']),
+    );
+    const instanceOf = new RegExp(`instanceof (${ORM_ERROR_CLASSES.join('|')})\\b`);
+    const offenders: string[] = [];
+    for (const file of await sourceFiles(src)) {
+      const path = relative(src, file);
+      if (path.startsWith('orm/')) continue;
+      const text = await readFile(file, 'utf8');
+      if (/\.getMetadata\(\)/.test(text) || instanceOf.test(text)) offenders.push(path);
+    }
+    expect(offenders).toEqual([]);
+  });
+
+  it('no library, bench, example or test code calls the schema generator or migrator methods 7 removed', async () => {
+    const offenders: string[] = [];
+    for (const dir of ['src', 'bench', 'examples', 'test']) {
+      for (const file of await sourceFiles(join(root, dir))) {
+        if (file === import.meta.filename) continue;
+        if (/\.(getMigrator|getSchemaGenerator)\(\)/.test(await readFile(file, 'utf8'))) offenders.push(relative(root, file));
+      }
     }
     expect(offenders).toEqual([]);
   });

@@ -1,4 +1,5 @@
 import type { SagaChange, SagaDetail, SagaStatus, SagaSummary } from '../../operations/operation-types.js';
+import { entityMetadata } from '../../orm/compat.js';
 import {
   type CliCommand,
   type CliContext,
@@ -27,7 +28,7 @@ const sagaTable = (sagas: readonly SagaSummary[]) =>
 function correlationOf({ em, sagas }: CliContext, sagaType: string | undefined, raw: string | undefined): unknown {
   const saga = sagas.find((s) => s.name === sagaType);
   if (raw === undefined || !saga) return raw;
-  const property = em.getMetadata().find(saga.state.name)?.properties[saga.correlationProperty as string];
+  const property = entityMetadata(em, saga.state)?.properties[saga.correlationProperty as never];
   return property?.runtimeType === 'number' && raw.trim() !== '' && Number.isFinite(Number(raw)) ? Number(raw) : raw;
 }
 
