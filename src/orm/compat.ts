@@ -57,9 +57,52 @@ export function commitUnit(em: EntityManager): Promise<void> {
   return em.commit();
 }
 
-/** Rolls back the transaction `beginUnit` opened on `em`. */
-export function rollbackUnit(em: EntityManager): Promise<void> {
-  return em.rollback();
+/**
+ * Rolls back the transaction `beginUnit` opened on `em`. When ROLLBACK fails too (the connection broke, typically
+ * at COMMIT), the transaction's connection is still handed back to the pool before the error is rethrown: see
+ * {@link releaseAfterFailedRollback}.
+ */
+export async function rollbackUnit(em: EntityManager): Promise<void> {
+  const transaction: unknown = em.getTransactionContext();
+  try {
+    await em.rollback();
+  } catch (error) {
+    if (isControlledTransaction(transaction)) await releaseAfterFailedRollback(em, transaction);
+    throw error;
+  }
+}
+
+/** The slice of kysely's `ControlledTransaction` (MikroORM 7's transaction context) that {@link rollbackUnit} uses. */
+interface ControlledTransaction {
+  getExecutor(): { provideConnection<T>(consumer: (connection: { executeQuery: unknown }) => Promise<T>): Promise<T> };
+}
+
+function isControlledTransaction(transaction: unknown): transaction is ControlledTransaction {
+  return typeof (transaction as Partial<ControlledTransaction> | undefined)?.getExecutor === 'function';
+}
+
+/**
+ * MikroORM 7 runs transactions through kysely's `ControlledTransaction`, which releases its pooled connection only
+ * after a COMMIT or ROLLBACK that succeeded (kysely 0.29.6). When the connection drops at COMMIT, both fail and the
+ * connection is never released: the pool slot leaks and `orm.close()` waits for it forever. MikroORM 6 (knex)
+ * releases it itself. Here the transaction's ROLLBACK is run again through MikroORM with the broken connection's
+ * `executeQuery` answering without a round trip, so kysely and MikroORM finish the transaction their own way and
+ * release the connection. pg's pool destroys a released client whose connection failed (it is no longer
+ * queryable) instead of reusing it; on PostgreSQL a ROLLBACK fails only on a broken connection.
+ */
+async function releaseAfterFailedRollback(em: EntityManager, transaction: ControlledTransaction): Promise<void> {
+  const connection = await transaction.getExecutor().provideConnection(async (c) => c);
+  // kysely itself may have set an own `executeQuery` (its query logging does): put back exactly what was there.
+  const own = Object.getOwnPropertyDescriptor(connection, 'executeQuery');
+  connection.executeQuery = async () => ({ rows: [] });
+  try {
+    await em.rollback();
+  } catch {
+    // Nothing more can be done for this connection; the caller rethrows the first rollback error.
+  } finally {
+    if (own) Object.defineProperty(connection, 'executeQuery', own);
+    else delete (connection as { executeQuery?: unknown }).executeQuery;
+  }
 }
 
 /** A fresh fork of `em` with an empty identity map, outside any transaction `em` may have open. */
