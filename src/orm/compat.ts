@@ -47,62 +47,75 @@ export async function runStatement(em: EntityManager, sql: string, params: reado
   return (await executeSql<{ affectedRows: number }>(em, sql, params, 'run')).affectedRows;
 }
 
-/** Opens a transaction on `em` (the unit of work's fork). */
-export function beginUnit(em: EntityManager): Promise<void> {
-  return em.begin();
-}
-
-/** Commits the transaction `beginUnit` opened on `em`. */
-export function commitUnit(em: EntityManager): Promise<void> {
-  return em.commit();
-}
-
 /**
- * Rolls back the transaction `beginUnit` opened on `em`. When ROLLBACK fails too (the connection broke, typically
- * at COMMIT), the transaction's connection is still handed back to the pool before the error is rethrown: see
- * {@link releaseAfterFailedRollback}.
+ * Opens a transaction on `em` (the unit of work's fork). End it with {@link commitUnit}, or with
+ * {@link rollbackUnit} after anything failed, a failed commit included.
+ *
+ * On MikroORM 7 the transaction's connection is held through kysely's `connection().execute()`, which hands the
+ * connection back to the pool however the transaction ends. MikroORM 7's own `em.begin()` opens a kysely
+ * `ControlledTransaction` (kysely 0.29.6), which releases its connection only after a BEGIN, COMMIT or ROLLBACK
+ * that succeeded: when the connection drops at BEGIN, or at COMMIT (then ROLLBACK fails too), the pool slot leaks
+ * and `orm.close()` waits for it forever. MikroORM 6 (knex) releases it itself. pg's pool destroys a released
+ * client whose connection failed instead of reusing it.
  */
+export async function beginUnit(em: EntityManager): Promise<void> {
+  const kysely = kyselyOf(em);
+  if (!kysely) return em.begin();
+  let endHold!: () => void;
+  const held = new Promise<void>((resolve) => {
+    endHold = resolve;
+  });
+  await new Promise<void>((began, failed) => {
+    kysely
+      .connection()
+      .execute(async (db) => {
+        em.setTransactionContext(await db.startTransaction().execute());
+        began();
+        await held;
+      })
+      .catch(failed);
+  });
+  connectionHolds.set(em, endHold);
+}
+
+/** Commits the transaction `beginUnit` opened on `em`. When this fails, call {@link rollbackUnit}. */
+export async function commitUnit(em: EntityManager): Promise<void> {
+  await em.commit();
+  endConnectionHold(em);
+}
+
+/** Rolls back the transaction `beginUnit` opened on `em`; its connection goes back to the pool even when this fails. */
 export async function rollbackUnit(em: EntityManager): Promise<void> {
-  const transaction: unknown = em.getTransactionContext();
   try {
     await em.rollback();
-  } catch (error) {
-    if (isControlledTransaction(transaction)) await releaseAfterFailedRollback(em, transaction);
-    throw error;
-  }
-}
-
-/** The slice of kysely's `ControlledTransaction` (MikroORM 7's transaction context) that {@link rollbackUnit} uses. */
-interface ControlledTransaction {
-  getExecutor(): { provideConnection<T>(consumer: (connection: { executeQuery: unknown }) => Promise<T>): Promise<T> };
-}
-
-function isControlledTransaction(transaction: unknown): transaction is ControlledTransaction {
-  return typeof (transaction as Partial<ControlledTransaction> | undefined)?.getExecutor === 'function';
-}
-
-/**
- * MikroORM 7 runs transactions through kysely's `ControlledTransaction`, which releases its pooled connection only
- * after a COMMIT or ROLLBACK that succeeded (kysely 0.29.6). When the connection drops at COMMIT, both fail and the
- * connection is never released: the pool slot leaks and `orm.close()` waits for it forever. MikroORM 6 (knex)
- * releases it itself. Here the transaction's ROLLBACK is run again through MikroORM with the broken connection's
- * `executeQuery` answering without a round trip, so kysely and MikroORM finish the transaction their own way and
- * release the connection. pg's pool destroys a released client whose connection failed (it is no longer
- * queryable) instead of reusing it; on PostgreSQL a ROLLBACK fails only on a broken connection.
- */
-async function releaseAfterFailedRollback(em: EntityManager, transaction: ControlledTransaction): Promise<void> {
-  const connection = await transaction.getExecutor().provideConnection(async (c) => c);
-  // kysely itself may have set an own `executeQuery` (its query logging does): put back exactly what was there.
-  const own = Object.getOwnPropertyDescriptor(connection, 'executeQuery');
-  connection.executeQuery = async () => ({ rows: [] });
-  try {
-    await em.rollback();
-  } catch {
-    // Nothing more can be done for this connection; the caller rethrows the first rollback error.
   } finally {
-    if (own) Object.defineProperty(connection, 'executeQuery', own);
-    else delete (connection as { executeQuery?: unknown }).executeQuery;
+    endConnectionHold(em);
   }
+}
+
+/** The slice of kysely (MikroORM 7's SQL client) that {@link beginUnit} uses. */
+interface KyselyClient {
+  connection(): { execute<T>(callback: (db: KyselyClient) => Promise<T>): Promise<T> };
+  startTransaction(): { execute(): Promise<object> };
+}
+
+/** `em`'s kysely client on MikroORM 7; undefined on 6 (knex). */
+function kyselyOf(em: EntityManager): KyselyClient | undefined {
+  const client = (em.getConnection('write') as { getClient?(): unknown }).getClient?.() as Partial<KyselyClient> | undefined;
+  return typeof client?.startTransaction === 'function' && typeof client.connection === 'function' ? (client as KyselyClient) : undefined;
+}
+
+/** For each EntityManager with a transaction `beginUnit` opened on MikroORM 7: lets go of its connection. */
+const connectionHolds = new WeakMap<EntityManager, () => void>();
+
+/** Hands the connection of `em`'s transaction back to the pool (MikroORM 7); `em` is then outside any transaction. */
+function endConnectionHold(em: EntityManager): void {
+  const endHold = connectionHolds.get(em);
+  if (!endHold) return;
+  connectionHolds.delete(em);
+  // After a failed ROLLBACK, MikroORM still holds the dead transaction: the fork must not run queries on it.
+  em.resetTransactionContext();
+  endHold();
 }
 
 /** A fresh fork of `em` with an empty identity map, outside any transaction `em` may have open. */
