@@ -5,12 +5,14 @@ import {
   type EntityManager,
   type EntityMetadata,
   type EntityProperty,
+  EventType,
   InvalidFieldNameException,
   LockWaitTimeoutException,
   OptimisticLockError,
   ReferenceKind,
   ServerException,
   TableNotFoundException,
+  type TransactionEventType,
   UniqueConstraintViolationException,
   Utils,
 } from '@mikro-orm/core';
@@ -60,22 +62,43 @@ export async function runStatement(em: EntityManager, sql: string, params: reado
  */
 export async function beginUnit(em: EntityManager): Promise<void> {
   const kysely = kyselyOf(em);
-  if (!kysely) return em.begin();
+  // A transaction-scoped session context (MikroORM 7's `sessionContext: 'transaction'`) is applied by em.begin() only.
+  if (!kysely || (em as { getTransactionSessionContext?(): unknown }).getTransactionSessionContext?.()) return em.begin();
+  await dispatchTransactionEvent(em, EventType.beforeTransactionStart);
+  connectionHolds.set(em, await holdTransaction(em, kysely));
+  try {
+    await dispatchTransactionEvent(em, EventType.afterTransactionStart);
+  } catch (error) {
+    await rollbackUnit(em).catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * Takes a connection from the pool, opens a transaction on it as `em`'s transaction context, and keeps the
+ * connection until the returned function is called; then kysely hands it back to the pool. Rejects (with the
+ * connection already back) when no connection can be had or BEGIN fails.
+ */
+function holdTransaction(em: EntityManager, kysely: KyselyClient): Promise<() => void> {
   let endHold!: () => void;
   const held = new Promise<void>((resolve) => {
     endHold = resolve;
   });
-  await new Promise<void>((began, failed) => {
+  return new Promise((began, failed) => {
     kysely
       .connection()
       .execute(async (db) => {
         em.setTransactionContext(await db.startTransaction().execute());
-        began();
+        began(endHold);
         await held;
       })
       .catch(failed);
   });
-  connectionHolds.set(em, endHold);
+}
+
+/** Fires a transaction event for `em`'s subscribers the way MikroORM's own `em.begin()` does. */
+async function dispatchTransactionEvent(em: EntityManager, event: TransactionEventType): Promise<void> {
+  await em.getEventManager().dispatchEvent(event, { em, uow: em.getUnitOfWork(false), transaction: em.getTransactionContext() });
 }
 
 /** Commits the transaction `beginUnit` opened on `em`. When this fails, call {@link rollbackUnit}. */
