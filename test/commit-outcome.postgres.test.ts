@@ -62,5 +62,22 @@ describe('commit outcome unknown (postgresql)', () => {
     await proxy.faulted;
     expect(error).toMatchObject({ code: 'COMMIT_OUTCOME_UNKNOWN' });
     expect(await rows.saga(key)).toMatchObject({ version: 0, counter: 0 });
+    // The broken connection went back to the pool of one (and was destroyed there): the next unit of work runs.
+    expect(await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })).toMatchObject({ version: 1 });
+  });
+
+  it('the connection drops at BEGIN: PERSISTENCE_FAILED, nothing written, and the pool of one serves the next message', async () => {
+    const runtime = await runtimeThroughProxy();
+    const rows = rowsOf(db().orm);
+    const key = uniqueKey('lost-begin');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    proxy.arm('drop-at-begin');
+    const error = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }).catch((e: unknown) => e);
+    await proxy.faulted;
+    // The database still answers on a new connection, so this is not DATABASE_UNREACHABLE. (MikroORM 6's knex sends
+    // BEGIN with the first statement, so the failed operation is 'update' there and 'begin' on 7.)
+    expect(error).toMatchObject({ code: 'PERSISTENCE_FAILED' });
+    expect(await rows.saga(key)).toMatchObject({ version: 0, counter: 0 });
+    expect(await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })).toMatchObject({ version: 1 });
   });
 });

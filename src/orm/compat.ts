@@ -5,12 +5,14 @@ import {
   type EntityManager,
   type EntityMetadata,
   type EntityProperty,
+  EventType,
   InvalidFieldNameException,
   LockWaitTimeoutException,
   OptimisticLockError,
   ReferenceKind,
   ServerException,
   TableNotFoundException,
+  type TransactionEventType,
   UniqueConstraintViolationException,
   Utils,
 } from '@mikro-orm/core';
@@ -47,19 +49,96 @@ export async function runStatement(em: EntityManager, sql: string, params: reado
   return (await executeSql<{ affectedRows: number }>(em, sql, params, 'run')).affectedRows;
 }
 
-/** Opens a transaction on `em` (the unit of work's fork). */
-export function beginUnit(em: EntityManager): Promise<void> {
-  return em.begin();
+/**
+ * Opens a transaction on `em` (the unit of work's fork). End it with {@link commitUnit}, or with
+ * {@link rollbackUnit} after anything failed, a failed commit included.
+ *
+ * On MikroORM 7 the transaction's connection is held through kysely's `connection().execute()`, which hands the
+ * connection back to the pool however the transaction ends. MikroORM 7's own `em.begin()` opens a kysely
+ * `ControlledTransaction` (kysely 0.29.6), which releases its connection only after a BEGIN, COMMIT or ROLLBACK
+ * that succeeded: when the connection drops at BEGIN, or at COMMIT (then ROLLBACK fails too), the pool slot leaks
+ * and `orm.close()` waits for it forever. MikroORM 6 (knex) releases it itself. pg's pool destroys a released
+ * client whose connection failed instead of reusing it.
+ */
+export async function beginUnit(em: EntityManager): Promise<void> {
+  const kysely = kyselyOf(em);
+  // A transaction-scoped session context (MikroORM 7's `sessionContext: 'transaction'`) is applied by em.begin() only.
+  if (!kysely || (em as { getTransactionSessionContext?(): unknown }).getTransactionSessionContext?.()) return em.begin();
+  await dispatchTransactionEvent(em, EventType.beforeTransactionStart);
+  connectionHolds.set(em, await holdTransaction(em, kysely));
+  try {
+    await dispatchTransactionEvent(em, EventType.afterTransactionStart);
+  } catch (error) {
+    await rollbackUnit(em).catch(() => undefined);
+    throw error;
+  }
 }
 
-/** Commits the transaction `beginUnit` opened on `em`. */
-export function commitUnit(em: EntityManager): Promise<void> {
-  return em.commit();
+/**
+ * Takes a connection from the pool, opens a transaction on it as `em`'s transaction context, and keeps the
+ * connection until the returned function is called; then kysely hands it back to the pool. Rejects (with the
+ * connection already back) when no connection can be had or BEGIN fails.
+ */
+function holdTransaction(em: EntityManager, kysely: KyselyClient): Promise<() => void> {
+  let endHold!: () => void;
+  const held = new Promise<void>((resolve) => {
+    endHold = resolve;
+  });
+  return new Promise((began, failed) => {
+    kysely
+      .connection()
+      .execute(async (db) => {
+        em.setTransactionContext(await db.startTransaction().execute());
+        began(endHold);
+        await held;
+      })
+      .catch(failed);
+  });
 }
 
-/** Rolls back the transaction `beginUnit` opened on `em`. */
-export function rollbackUnit(em: EntityManager): Promise<void> {
-  return em.rollback();
+/** Fires a transaction event for `em`'s subscribers the way MikroORM's own `em.begin()` does. */
+async function dispatchTransactionEvent(em: EntityManager, event: TransactionEventType): Promise<void> {
+  await em.getEventManager().dispatchEvent(event, { em, uow: em.getUnitOfWork(false), transaction: em.getTransactionContext() });
+}
+
+/** Commits the transaction `beginUnit` opened on `em`. When this fails, call {@link rollbackUnit}. */
+export async function commitUnit(em: EntityManager): Promise<void> {
+  await em.commit();
+  endConnectionHold(em);
+}
+
+/** Rolls back the transaction `beginUnit` opened on `em`; its connection goes back to the pool even when this fails. */
+export async function rollbackUnit(em: EntityManager): Promise<void> {
+  try {
+    await em.rollback();
+  } finally {
+    endConnectionHold(em);
+  }
+}
+
+/** The slice of kysely (MikroORM 7's SQL client) that {@link beginUnit} uses. */
+interface KyselyClient {
+  connection(): { execute<T>(callback: (db: KyselyClient) => Promise<T>): Promise<T> };
+  startTransaction(): { execute(): Promise<object> };
+}
+
+/** `em`'s kysely client on MikroORM 7; undefined on 6 (knex). */
+function kyselyOf(em: EntityManager): KyselyClient | undefined {
+  const client = (em.getConnection('write') as { getClient?(): unknown }).getClient?.() as Partial<KyselyClient> | undefined;
+  return typeof client?.startTransaction === 'function' && typeof client.connection === 'function' ? (client as KyselyClient) : undefined;
+}
+
+/** For each EntityManager with a transaction `beginUnit` opened on MikroORM 7: lets go of its connection. */
+const connectionHolds = new WeakMap<EntityManager, () => void>();
+
+/** Hands the connection of `em`'s transaction back to the pool (MikroORM 7); `em` is then outside any transaction. */
+function endConnectionHold(em: EntityManager): void {
+  const endHold = connectionHolds.get(em);
+  if (!endHold) return;
+  connectionHolds.delete(em);
+  // After a failed ROLLBACK, MikroORM still holds the dead transaction: the fork must not run queries on it.
+  em.resetTransactionContext();
+  endHold();
 }
 
 /** A fresh fork of `em` with an empty identity map, outside any transaction `em` may have open. */
