@@ -17,6 +17,7 @@ const KEY = `order-${EVIL}`;
 const TIMER = `timeout-${EVIL}`;
 const ERROR = `boom ${EVIL}`;
 /** Any C0 control but newline, or a C1 control: none may reach the terminal. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what must not be printed.
 const CONTROL = /[\x00-\x09\x0b-\x1f\x7f-\x9f]/;
 
 const failing = (name: string): Action => ({

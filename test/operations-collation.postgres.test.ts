@@ -47,8 +47,14 @@ describe('listSagas on an ICU-collated PostgreSQL database', () => {
     const at = new Date('2026-11-30T09:00:00Z');
     const base = { createdAt: at, updatedAt: at, version: 0 };
     const em = orm.em.fork();
-    await em.insertMany(ScriptedSaga, [1, 2, 3].map((i) => ({ ...base, id: randomUUID(), key: `k${i}`, stage: 'open', counter: 0, log: '' })));
-    await em.insertMany(NumberedSaga, [1, 2, 3].map((number) => ({ ...base, id: randomUUID(), number, touched: 0 })));
+    await em.insertMany(
+      ScriptedSaga,
+      [1, 2, 3].map((i) => ({ ...base, id: randomUUID(), key: `k${i}`, stage: 'open', counter: 0, log: '' })),
+    );
+    await em.insertMany(
+      NumberedSaga,
+      [1, 2, 3].map((number) => ({ ...base, id: randomUUID(), number, touched: 0 })),
+    );
     const ops = new SagaOperations({ em: orm.em, sagas: [lower, upper] });
 
     const onePage = await ops.listSagas({ limit: 10 });

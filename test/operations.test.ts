@@ -523,7 +523,10 @@ for (const dialect of DIALECTS) {
         const [timer] = await rows.pendingTimers(id);
         const sparse: string[] = new Array(3);
         sparse[0] = timer!.id;
-        await expect(ops.cancelTimers(sparse)).rejects.toMatchObject({ code: 'OPTION_INVALID', message: expect.stringContaining('ids[1]') });
+        await expect(ops.cancelTimers(sparse)).rejects.toMatchObject({
+          code: 'OPTION_INVALID',
+          message: expect.stringContaining('ids[1]'),
+        });
         await expect(ops.rescheduleTimers(sparse, new Date('2027-01-01'))).rejects.toMatchObject({ code: 'OPTION_INVALID' });
         await expect(ops.requeueTimers(new Array(3))).rejects.toMatchObject({ code: 'OPTION_INVALID' });
         await expect(ops.requeueOutbox(new Array(1))).rejects.toMatchObject({ code: 'OPTION_INVALID' });

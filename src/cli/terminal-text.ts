@@ -2,6 +2,7 @@
  * Characters a terminal acts on instead of showing: C0 controls but newline and tab, DEL, C1 controls (CSI
  * U+009B among them), and the bidirectional overrides and isolates that reorder what follows them.
  */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what must be escaped.
 const TERMINAL_CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 /**
