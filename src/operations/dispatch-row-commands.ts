@@ -1,5 +1,5 @@
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
-import { isDriverException, isInvalidFieldName, isTableNotFound } from '../orm/compat.js';
+import { isDriverException, isInvalidFieldName, isPoolTimeout, isTableNotFound } from '../orm/compat.js';
 import type { DispatchTable } from '../sql/dispatch-statements.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
 import { checkDate, checkIds, invalidInput } from './operation-input.js';
@@ -27,6 +27,10 @@ async function rowStates(ops: OperationsContext, table: DispatchTable, ids: read
   return new Map(rows.map((row) => [String(row.id), row]));
 }
 
+/** The database refused a statement or could not be reached (not a bug, not a schema that does not fit). */
+const refusedByDatabase = (error: Error) =>
+  (isDriverException(error) && !isTableNotFound(error) && !isInvalidFieldName(error)) || isPoolTimeout(error);
+
 /**
  * Runs `change` once per id (each its own short statement) and collects one status per id. A statement the
  * database refuses or does not answer makes that id `failed` (with the exception's class name, never its
@@ -43,7 +47,7 @@ async function perItem<TStatus extends ItemStatus>(
     try {
       items.push({ id, status: await change(id) });
     } catch (error) {
-      if (!isDriverException(error) || isTableNotFound(error) || isInvalidFieldName(error)) throw error;
+      if (!(error instanceof Error) || !refusedByDatabase(error)) throw error;
       items.push({ id, status: ITEM_STATUSES.FAILED, error: error.constructor.name });
     }
   }
