@@ -3,7 +3,9 @@
 import { randomUUID } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cell } from '../src/cli/format-table.js';
 import { CLI_COMMANDS, type CliIo, runCli } from '../src/cli/run-cli.js';
+import { terminalText } from '../src/cli/terminal-text.js';
 import { type SagaOutbox, SagaRuntime } from '../src/index.js';
 import { NumberedSaga, numberedSaga } from './fixtures/numbered-saga.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
@@ -52,6 +54,21 @@ describe('the CLI without a database', () => {
     expect(noYes).toMatchObject({ code: 2, stderr: expect.stringContaining('pass --yes') });
     const config = join(fixtures, 'no-such.config.ts');
     expect(await inProcess('sagas', 'count', '--config', config)).toMatchObject({ code: 2, stderr: expect.stringContaining('--config') });
+  });
+
+  it('with --json, an unknown command prints { error } on stdout and exits 2; help stays on stderr', async () => {
+    for (const argv of [['bogus'], ['timers', 'explode'], []]) {
+      const run = await inProcess(...argv, '--json');
+      expect(run.code, argv.join(' ')).toBe(2);
+      expect(JSON.parse(run.stdout)).toEqual({ error: { code: 'USAGE', message: expect.stringContaining('--help for the list') } });
+      expect(run.stderr).toContain('Usage: mikro-orm-saga');
+    }
+    expect(await inProcess('bogus')).toMatchObject({ code: 2, stdout: '' });
+  });
+
+  it('shows terminal control characters as escapes and keeps newlines and tabs', () => {
+    expect(terminalText('a\x1b]0;X\x07\x1b[31mb\n\tc\x9b2J\u202ed\x7f')).toBe('a\\x1b]0;X\\x07\\x1b[31mb\n\tc\\x9b2J\\u202ed\\x7f');
+    expect(cell('boom\x1b[2K\r\nline')).toBe('boom\\x1b[2K line');
   });
 
   it('asks before a write on a terminal: no leaves everything unopened (exit 1), yes goes on to the database', async () => {

@@ -1,79 +1,19 @@
 // Issue 9, retention from several processes at once (PostgreSQL, where purges really run in parallel): four
 // purges, each on its own connection pool, share the work; every row is deleted and counted exactly once.
-import { randomUUID } from 'node:crypto';
-import type { MikroORM } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { SagaOutbox, SagaRuntime, SagaTimer } from '../src/index.js';
 import { SagaOperations } from '../src/operations/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { OTHER_TIMERS, SAGAS, seedPurgeable } from './support/purge-seed.js';
 import { useDatabase } from './support/suite.js';
-
-const SAGAS = 300;
-const TIMERS_PER_SAGA = 2;
-const OTHER_TIMERS = 400;
-
-/** Completed sagas with fired timers and published outbox rows, and fired timers of sagas that stay. */
-async function seed(orm: MikroORM, at: Date): Promise<void> {
-  const em = orm.em.fork();
-  const sagaIds = Array.from({ length: SAGAS }, () => randomUUID());
-  await em.insertMany(
-    ScriptedSaga,
-    sagaIds.map((id, i) => ({
-      id,
-      key: `purge-${i}`,
-      stage: 'open',
-      counter: 0,
-      log: '',
-      createdAt: at,
-      updatedAt: at,
-      completedAt: at,
-      version: 1,
-    })),
-  );
-  const dispatched = (sagaId: string, name: string) => ({
-    id: randomUUID(),
-    sagaType: 'scripted',
-    sagaId,
-    name,
-    dueAt: at,
-    availableAt: at,
-    messageType: 'Tick',
-    payload: { type: 'Tick' },
-    token: randomUUID(),
-    attempts: 0,
-    dispatchedAt: at,
-    outcome: 'fired' as const,
-    createdAt: at,
-  });
-  const timers = sagaIds.flatMap((sagaId) => Array.from({ length: TIMERS_PER_SAGA }, (_, t) => dispatched(sagaId, `t${t}`)));
-  const others = Array.from({ length: OTHER_TIMERS }, (_, i) => dispatched(randomUUID(), `other-${i}`));
-  await em.insertMany(SagaTimer, [...timers, ...others]);
-  await em.insertMany(
-    SagaOutbox,
-    sagaIds.map((sagaId) => ({
-      id: randomUUID(),
-      sagaType: 'scripted',
-      sagaId,
-      messageType: 'Hello',
-      payload: { type: 'Hello' },
-      headers: {},
-      availableAt: at,
-      token: randomUUID(),
-      attempts: 0,
-      dispatchedAt: at,
-      outcome: 'published' as const,
-      createdAt: at,
-    })),
-  );
-}
 
 describe('purge from several processes at once (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
 
   it('four parallel purges delete every row exactly once, in bounded batches', async () => {
     const clock = new FakeClock('2026-03-01T00:00:00Z');
-    await seed(db().orm, new Date('2026-01-01T00:00:00Z'));
+    await seedPurgeable(db().orm, new Date('2026-01-01T00:00:00Z'));
     const orms = [db().orm, ...(await Promise.all([1, 2, 3].map(() => db().openAnother())))];
     const operations = orms.map((orm) => new SagaOperations({ runtime: new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock }) }));
     const reports = await Promise.all(

@@ -1,8 +1,9 @@
 // Issue 9, schema verification, on every database: a schema built from the migrations fits; a broken one is a
 // SagaSchemaError naming every missing or different item and the fix, on demand and at start-up.
+import { randomUUID } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SagaDispatchError, SagaDispatcher, SagaRuntime, SagaSchemaError, silentLogger } from '../src/index.js';
+import { SagaDispatchError, SagaDispatcher, SagaOutbox, SagaRuntime, SagaSchemaError, silentLogger } from '../src/index.js';
 import { inspectSagaSchema, SagaOperations, SCHEMA_FIX, verifySagaSchema } from '../src/operations/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { NumberedSaga, numberedSaga } from './fixtures/numbered-saga.js';
@@ -125,6 +126,23 @@ for (const dialect of DIALECTS) {
         expect(message).not.toMatch(/select |from "/i);
         expect(String(((error as Error).cause as Error).message)).toMatch(/scripted_saga|saga_timer/);
       }
+    });
+
+    it('a requeue on a column that is missing is SCHEMA_INVALID at the first id, not a failed item per id, and changes nothing', async () => {
+      const { orm } = await fresh();
+      const at = new Date('2026-11-30T09:00:00Z');
+      const ids = [randomUUID(), randomUUID()];
+      const dead = { sagaType: 'scripted', messageType: 'M', payload: {}, headers: {}, availableAt: at, attempts: 2, createdAt: at };
+      await orm.em.fork().insertMany(
+        SagaOutbox,
+        ids.map((id) => ({ ...dead, id, sagaId: randomUUID(), token: randomUUID(), dispatchedAt: at, outcome: 'dead_lettered' as const })),
+      );
+      await run(orm, 'alter table "saga_outbox" drop column "delivery_started_at"');
+      const error = await new SagaOperations({ em: orm.em, sagas }).requeueOutbox(ids).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SagaSchemaError);
+      expect(error).toMatchObject({ code: 'SCHEMA_INVALID', details: { operation: 'requeueOutbox' } });
+      const rows = await orm.em.getConnection().execute('select "outcome" from "saga_outbox"');
+      expect(rows.map((row: { outcome: string }) => row.outcome)).toEqual(['dead_lettered', 'dead_lettered']);
     });
 
     it('the runtime checks before its first unit of work, and writes nothing on a mismatch; verifySchema: false skips it', async () => {

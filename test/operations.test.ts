@@ -17,10 +17,10 @@ import { SagaOperations } from '../src/operations/index.js';
 import { decodeCursor, encodeCursor } from '../src/operations/page-cursor.js';
 import { FakeClock } from '../src/testing/index.js';
 import { NumberedSaga, numberedSaga } from './fixtures/numbered-saga.js';
-import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { type Action, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
-import { rowsOf } from './support/rows.js';
-import { uniqueKey, useDatabase } from './support/suite.js';
+import { refuseInserts, rowsOf } from './support/rows.js';
+import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
 /** A timer message whose step throws: its deliveries fail until it is dead-lettered. */
 const failing = (name: string, after: Duration = 1_000): Action => ({
@@ -387,6 +387,33 @@ for (const dialect of DIALECTS) {
         expect((await rows.timers({ id: dead!.id }))[0]).toMatchObject({ outcome: 'dead_lettered' });
       });
 
+      it('a requeue the database refuses for one row reports that row failed, by class name, and still requeues the rest', async () => {
+        const { ops, start, deadLetterDue, rows } = setup();
+        const id = await start(uniqueKey('halfway'), [failing('first'), failing('refused'), failing('last')]);
+        await deadLetterDue();
+        const dead = await rows.timers({ sagaId: id });
+        const idOf = (name: string) => dead.find((t) => t.name === name)!.id;
+        const ids = ['first', 'refused', 'last'].map(idOf);
+        // Stands in for any failure of one statement: a lock timeout, a statement timeout, a check.
+        const allow = await refuseInserts(db().orm, 'saga_timer', 'name', 'refused');
+        const result = await ops.requeueTimers(ids).finally(allow);
+        expect(result).toEqual({
+          requested: 3,
+          affected: 2,
+          items: [
+            { id: ids[0], status: 'requeued' },
+            { id: ids[1], status: 'failed', error: expect.stringMatching(/^[A-Z]\w*Exception$/) },
+            { id: ids[2], status: 'requeued' },
+          ],
+        });
+        const after = await rows.timers({ sagaId: id });
+        expect(after.map((t) => [t.name, t.outcome]).sort()).toEqual([
+          ['first', null],
+          ['last', null],
+          ['refused', 'dead_lettered'],
+        ]);
+      });
+
       it("walks a saga's timers and outbox rows page by page, newest first, each once", async () => {
         const { ops, start, clock, runtime } = setup();
         const key = uniqueKey('pages');
@@ -456,6 +483,54 @@ for (const dialect of DIALECTS) {
         expect(await ops.cancelTimers([])).toEqual({ requested: 0, affected: 0, items: [] });
         await expect(ops.cancelTimers('x' as never)).rejects.toMatchObject({ code: 'OPTION_INVALID' });
         await expect(ops.cancelTimers(['DROP TABLE'])).rejects.toMatchObject({ code: 'OPTION_INVALID' });
+      });
+      for (const change of ['cancel', 'reschedule'] as const) {
+        it(`a ${change} while the timer's step runs drops that delivery as stale: the step's changes and messages are not kept`, async () => {
+          // Before every other test's timers, so the pass claims only this one.
+          const { clock, ops, start, rows } = setup('2020-01-01T00:00:00Z');
+          const key = uniqueKey(`inflight-${change}`);
+          const id = await start(key, [{ op: 'schedule', name: 'held', after: { minutes: 1 } }]);
+          const [timer] = await rows.pendingTimers(id);
+          const entered = deferred();
+          const gate = deferred();
+          const gated = scriptedSagaWithTick(async (saga, _message, ctx) => {
+            entered.resolve();
+            await gate.promise;
+            saga.log += 'tick;';
+            ctx.send({ type: 'FromStep' });
+          });
+          const runtime = new SagaRuntime({ em: db().orm.em, sagas: [gated], clock });
+          const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger, publish: async () => {} });
+          clock.advance({ minutes: 2 });
+          const pass = dispatcher.runOnce();
+          await entered.promise;
+          const later = new Date('2099-01-01T00:00:00Z');
+          const result = change === 'cancel' ? await ops.cancelTimers([timer!.id]) : await ops.rescheduleTimers([timer!.id], later);
+          expect(result.affected).toBe(1);
+          gate.resolve();
+          expect((await pass).timers).toMatchObject({ claimed: 1, fired: 0, stale: 1 });
+          expect(await rows.saga(key)).toMatchObject({ log: 'started;' });
+          expect((await rows.outbox(id)).map((o) => o.messageType)).toEqual([]);
+          const left = await rows.timers({ id: timer!.id });
+          if (change === 'cancel') expect(left).toEqual([]);
+          else expect(left).toMatchObject([{ dispatchedAt: null, dueAt: later }]);
+        });
+      }
+
+      it('refuses a sparse ids array (its holes are not ids) as OPTION_INVALID, changing nothing', async () => {
+        const { ops, start, rows } = setup();
+        const id = await start(uniqueKey('sparse'), [{ op: 'schedule', name: 'kept', after: YEAR }]);
+        const [timer] = await rows.pendingTimers(id);
+        const sparse: string[] = new Array(3);
+        sparse[0] = timer!.id;
+        await expect(ops.cancelTimers(sparse)).rejects.toMatchObject({
+          code: 'OPTION_INVALID',
+          message: expect.stringContaining('ids[1]'),
+        });
+        await expect(ops.rescheduleTimers(sparse, new Date('2027-01-01'))).rejects.toMatchObject({ code: 'OPTION_INVALID' });
+        await expect(ops.requeueTimers(new Array(3))).rejects.toMatchObject({ code: 'OPTION_INVALID' });
+        await expect(ops.requeueOutbox(new Array(1))).rejects.toMatchObject({ code: 'OPTION_INVALID' });
+        expect(await rows.timers({ id: timer!.id })).toMatchObject([{ dueAt: timer!.dueAt, token: timer!.token, dispatchedAt: null }]);
       });
     });
 

@@ -1,9 +1,14 @@
-/** A cell's text: ISO dates, `-` for nothing, whitespace runs (newlines of an error) folded to one space. */
+import { terminalText } from './terminal-text.js';
+
+/**
+ * A cell's text: ISO dates, `-` for nothing, whitespace runs (newlines of an error) folded to one space, and
+ * terminal control characters shown as escapes ({@link terminalText}).
+ */
 export function cell(value: unknown): string {
   if (value === null || value === undefined || value === '') return '-';
   if (value instanceof Date) return value.toISOString();
   const text = typeof value === 'object' ? JSON.stringify(value) : String(value);
-  return text.replace(/\s+/g, ' ');
+  return terminalText(text.replace(/\s+/g, ' '));
 }
 
 /**

@@ -12,6 +12,7 @@ import { OUTBOX_COMMANDS, TIMER_COMMANDS } from './commands/dispatch-row-command
 import { MAINTENANCE_COMMANDS } from './commands/maintenance-commands.js';
 import { SAGA_COMMANDS } from './commands/saga-commands.js';
 import { loadApp } from './load-app.js';
+import { terminalText } from './terminal-text.js';
 
 /** Every command of the CLI, in help order. */
 export const CLI_COMMANDS: readonly CliCommand[] = [...SAGA_COMMANDS, ...TIMER_COMMANDS, ...OUTBOX_COMMANDS, ...MAINTENANCE_COMMANDS];
@@ -57,7 +58,7 @@ function parse(command: CliCommand, rest: string[], now: Date): CliInput {
 async function confirmed(command: CliCommand, input: CliInput, io: CliIo): Promise<boolean> {
   if (!command.confirm || input.values.yes === true) return true;
   if (!io.ask) throw new CliUsageError(`${command.name} writes to the database and there is no terminal to confirm on: pass --yes.`);
-  const answer = await io.ask(`${command.confirm(input)} [y/N] `);
+  const answer = await io.ask(terminalText(`${command.confirm(input)} [y/N] `));
   return /^y(es)?$/i.test(answer.trim());
 }
 
@@ -65,7 +66,7 @@ async function execute(command: CliCommand, input: CliInput, io: CliIo): Promise
   const location = { cwd: io.cwd, config: input.values.config as string | undefined, sagas: (input.values.sagas as string[]) ?? [] };
   // Asked before connecting: a declined or unconfirmable write opens nothing.
   if (!(await confirmed(command, input, io))) return { data: { declined: true }, text: 'Declined: nothing was changed.', exitCode: 1 };
-  const { orm, sagas } = await loadApp({ ...location, log: (line) => io.stderr(line) });
+  const { orm, sagas } = await loadApp({ ...location, log: (line) => io.stderr(terminalText(line)) });
   try {
     const ops = new SagaOperations({ em: orm.em, sagas, clock: systemClock });
     return await command.run({ ops, em: orm.em, sagas }, input);
@@ -106,7 +107,10 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   if (!command) {
     const asked = argv.includes('--help') || argv.includes('-h');
     (asked ? io.stdout : io.stderr)(commandsHelp(CLI_COMMANDS, group));
-    return asked ? CLI_EXIT_CODES.OK : CLI_EXIT_CODES.USAGE;
+    if (asked) return CLI_EXIT_CODES.OK;
+    const message = `No such command${group ? ` in ${group}` : ''}: run mikro-orm-saga${group ? ` ${group}` : ''} --help for the list.`;
+    if (json) io.stdout(JSON.stringify({ error: { code: 'USAGE', message } }, null, 2));
+    return CLI_EXIT_CODES.USAGE;
   }
   try {
     const input = parse(command, rest, systemClock.now());
@@ -115,12 +119,13 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       return CLI_EXIT_CODES.OK;
     }
     const output = await execute(command, input, io);
-    io.stdout(json ? JSON.stringify(output.data, null, 2) : output.text);
+    // Stored text (errors, correlation values, names) may hold terminal controls: JSON escapes them, text shows them escaped.
+    io.stdout(json ? JSON.stringify(output.data, null, 2) : terminalText(output.text));
     return output.exitCode ?? CLI_EXIT_CODES.OK;
   } catch (error) {
     const { code, message, exitCode } = failure(error);
     if (json) io.stdout(JSON.stringify({ error: { code, message } }, null, 2));
-    io.stderr(`mikro-orm-saga ${command.name}: ${code === 'USAGE' ? '' : `[${code}] `}${message}`);
+    io.stderr(terminalText(`mikro-orm-saga ${command.name}: ${code === 'USAGE' ? '' : `[${code}] `}${message}`));
     return exitCode;
   }
 }

@@ -1,8 +1,9 @@
-import { freshFork, isUniqueViolation } from '../orm/compat.js';
+import { freshFork, isDriverException, isInvalidFieldName, isPoolTimeout, isTableNotFound, isUniqueViolation } from '../orm/compat.js';
 import type { DispatchTable } from '../sql/dispatch-statements.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
 import { checkDate, checkIds, invalidInput } from './operation-input.js';
 import {
+  type BulkItem,
   type BulkResult,
   type CancelStatus,
   DISPATCH_ROW_STATUSES,
@@ -25,14 +26,30 @@ async function rowStates(ops: OperationsContext, table: DispatchTable, ids: read
   return new Map(rows.map((row) => [String(row.id), row]));
 }
 
-/** Runs `change` once per id (each its own short statement) and collects one status per id. */
+/** The database refused a statement or could not be reached (not a bug, not a schema that does not fit). */
+const refusedByDatabase = (error: Error) =>
+  (isDriverException(error) && !isTableNotFound(error) && !isInvalidFieldName(error)) || isPoolTimeout(error);
+
+/**
+ * Runs `change` once per id (each its own short statement) and collects one status per id. A statement the
+ * database refuses or does not answer makes that id `failed` (with the exception's class name, never its
+ * message) and the next id is tried: the call never throws after a change committed. A table or column that
+ * does not fit fails the same statement for every id, so it throws at the first (`SCHEMA_INVALID`).
+ */
 async function perItem<TStatus extends ItemStatus>(
   ids: readonly string[],
   change: (id: string) => Promise<TStatus>,
   affectedStatus: TStatus,
-): Promise<BulkResult<TStatus>> {
-  const items: { id: string; status: TStatus }[] = [];
-  for (const id of ids) items.push({ id, status: await change(id) });
+): Promise<BulkResult<TStatus | typeof ITEM_STATUSES.FAILED>> {
+  const items: BulkItem<TStatus | typeof ITEM_STATUSES.FAILED>[] = [];
+  for (const id of ids) {
+    try {
+      items.push({ id, status: await change(id) });
+    } catch (error) {
+      if (!(error instanceof Error) || !refusedByDatabase(error)) throw error;
+      items.push({ id, status: ITEM_STATUSES.FAILED, error: error.constructor.name });
+    }
+  }
   return {
     requested: ids.length,
     affected: items.filter((item) => item.status === affectedStatus).length,

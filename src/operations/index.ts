@@ -5,6 +5,7 @@ export { inspectSagaSchema, SCHEMA_FIX, SCHEMA_PROBLEM_KINDS, verifySagaSchema }
 export { DEFAULT_RECENT_LIMIT, MAX_IDS_PER_CALL, MAX_PAGE_LIMIT, MAX_REASON_LENGTH } from './operation-input.js';
 export type {
   ActiveSagaCount,
+  BulkItem,
   BulkResult,
   CancelStatus,
   DispatchRow,

@@ -24,7 +24,7 @@ export async function asOperation<T>(operation: string, call: () => Promise<T>):
     const code = isConnectionError(error) ? 'DATABASE_UNREACHABLE' : 'PERSISTENCE_FAILED';
     throw new SagaPersistenceError(
       code,
-      `${operation} failed (${name}). What it changed before the failure stays changed (each requeue, cancel, reschedule and purge batch commits on its own; a force-complete or reopen is one transaction, rolled back unless the connection failed during COMMIT): read the rows again, then run it again once the database answers. The driver's error is the \`cause\`.`,
+      `${operation} failed (${name}). What it changed before the failure stays changed (each purge batch commits on its own; a requeue, cancel or reschedule fails before its first change; a force-complete or reopen is one transaction, rolled back unless the connection failed during COMMIT): read the rows again, then run it again once the database answers. The driver's error is the \`cause\`.`,
       { operation },
       { cause: error },
     );

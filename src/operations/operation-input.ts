@@ -44,12 +44,13 @@ export function checkUuid(value: unknown, what: string): string {
   return value.toLowerCase();
 }
 
-/** A list of 0 to {@link MAX_IDS_PER_CALL} uuids, deduplicated in the order given. */
+/** A list of 0 to {@link MAX_IDS_PER_CALL} uuids, deduplicated in the order given; every index is checked (a hole too). */
 export function checkIds(value: unknown, what: string): string[] {
   if (!Array.isArray(value) || value.length > MAX_IDS_PER_CALL) {
     throw invalidInput(`${what} must be an array of at most ${MAX_IDS_PER_CALL} ids.`);
   }
-  return [...new Set(value.map((id, index) => checkUuid(id, `${what}[${index}]`)))];
+  // Array.from visits the holes of a sparse array, which map() skips.
+  return [...new Set(Array.from(value as unknown[], (id, index) => checkUuid(id, `${what}[${index}]`)))];
 }
 
 /** A stored name (saga type, timer name, message type, step) of at most `maxLength` characters, or undefined. */

@@ -175,9 +175,22 @@ export const ITEM_STATUSES = {
   NOT_PENDING: 'not_pending',
   /** Requeue of a timer whose name is pending again on its saga: left dead-lettered. */
   CONFLICT: 'conflict',
+  /**
+   * The database refused the statement or did not answer (the item's `error` names the exception class). A
+   * refused statement changed nothing; after a lost connection the change may have committed: read the row again.
+   */
+  FAILED: 'failed',
 } as const;
 /** What a call over many rows did to one of them. */
 export type ItemStatus = (typeof ITEM_STATUSES)[keyof typeof ITEM_STATUSES];
+
+/** What a call over many rows did to one id. */
+export interface BulkItem<TStatus extends ItemStatus = ItemStatus> {
+  readonly id: string;
+  readonly status: TStatus;
+  /** With status `failed` only: the class name of the database's exception (`DriverException`...), never its message. */
+  readonly error?: string;
+}
 
 /** The result of a call over many rows: one item per requested id, in the order given. */
 export interface BulkResult<TStatus extends ItemStatus = ItemStatus> {
@@ -185,15 +198,15 @@ export interface BulkResult<TStatus extends ItemStatus = ItemStatus> {
   readonly requested: number;
   /** Rows changed. */
   readonly affected: number;
-  readonly items: readonly { readonly id: string; readonly status: TStatus }[];
+  readonly items: readonly BulkItem<TStatus>[];
 }
 
 /** Status of one requeued row. */
-export type RequeueStatus = 'requeued' | 'not_found' | 'not_dead_lettered' | 'conflict';
+export type RequeueStatus = 'requeued' | 'not_found' | 'not_dead_lettered' | 'conflict' | 'failed';
 /** Status of one cancelled timer. */
-export type CancelStatus = 'cancelled' | 'not_found' | 'not_pending';
+export type CancelStatus = 'cancelled' | 'not_found' | 'not_pending' | 'failed';
 /** Status of one rescheduled timer. */
-export type RescheduleStatus = 'rescheduled' | 'not_found' | 'not_pending';
+export type RescheduleStatus = 'rescheduled' | 'not_found' | 'not_pending' | 'failed';
 
 /** Which saga a force-complete or reopen changes, and why. */
 export interface SagaChangeRequest {

@@ -153,23 +153,25 @@ export class SagaOperations {
 
   /**
    * Puts dead-lettered timers back in the pending set (due now, attempts 0, new token). One result per id:
-   * `requeued`, `not_found`, `not_dead_lettered`, or `conflict` when a timer of that name is pending on the saga.
+   * `requeued`, `not_found`, `not_dead_lettered`, `conflict` when a timer of that name is pending on the saga, or
+   * `failed` (with the exception's class name) when the database refused that row's statement: the other ids are
+   * still tried, so the call does not throw once a row changed.
    */
   requeueTimers(ids: readonly string[]): Promise<BulkResult<RequeueStatus>> {
     return asOperation('requeueTimers', () => requeueRows(this.ops, DISPATCH_TABLES.timer, ids));
   }
 
-  /** Puts dead-lettered outbox rows back in the pending set. One result per id. */
+  /** Puts dead-lettered outbox rows back in the pending set. One result per id, as {@link requeueTimers}. */
   requeueOutbox(ids: readonly string[]): Promise<BulkResult<RequeueStatus>> {
     return asOperation('requeueOutbox', () => requeueRows(this.ops, DISPATCH_TABLES.outbox, ids));
   }
 
-  /** Deletes pending timers: `cancelled`, `not_found` or `not_pending` per id. */
+  /** Deletes pending timers: `cancelled`, `not_found`, `not_pending` or `failed` per id. */
   cancelTimers(ids: readonly string[]): Promise<BulkResult<CancelStatus>> {
     return asOperation('cancelTimers', () => cancelTimers(this.ops, ids));
   }
 
-  /** Moves pending timers to `dueAt` with a new token: `rescheduled`, `not_found` or `not_pending` per id. */
+  /** Moves pending timers to `dueAt` with a new token: `rescheduled`, `not_found`, `not_pending` or `failed` per id. */
   rescheduleTimers(ids: readonly string[], dueAt: Date): Promise<BulkResult<RescheduleStatus>> {
     return asOperation('rescheduleTimers', () => rescheduleTimers(this.ops, ids, dueAt));
   }

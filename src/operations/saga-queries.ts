@@ -61,10 +61,10 @@ function checkSagaQuery(ops: OperationsContext, query: SagaListQuery): SagaFilte
 }
 
 /** One saga table's part of a listing: its filters and the keyset condition after `after`. */
-function sagaBranch(saga: SagaTable, filters: SagaFilters, after: PagePosition | undefined, limit: number, index: number) {
+function sagaBranch(saga: SagaTable, filters: SagaFilters, after: PagePosition | undefined, limit: number, rank: number) {
   const c = saga.column;
   const where: string[] = [];
-  const params: unknown[] = [saga.sagaType];
+  const params: unknown[] = [rank, saga.sagaType];
   const add = (sql: string, ...values: unknown[]) => {
     where.push(sql);
     params.push(...values);
@@ -76,7 +76,8 @@ function sagaBranch(saga: SagaTable, filters: SagaFilters, after: PagePosition |
   if (filters.createdAfter) add(`${c.createdAt} >= ?`, filters.createdAfter);
   if (filters.createdBefore) add(`${c.createdAt} < ?`, filters.createdBefore);
   if (after) {
-    // Newest first over (created_at, saga type, id): the saga type is constant within a table, so it decides here.
+    // Newest first over (created_at, saga type, id): the saga type is constant within a table, so it decides here,
+    // compared as the statement orders it (by rank, see typeRanks), never by a database collation.
     const at = new Date(after.createdAtMs);
     if (saga.sagaType < after.sagaType) add(`${c.createdAt} <= ?`, at);
     else if (saga.sagaType > after.sagaType) add(`${c.createdAt} < ?`, at);
@@ -84,11 +85,11 @@ function sagaBranch(saga: SagaTable, filters: SagaFilters, after: PagePosition |
   }
   params.push(limit);
   const step = c.step ? `cast(${c.step} as text)` : 'cast(null as text)';
-  const sql = `select * from (select cast(? as text) as "sagaType", ${c.id} as "id", cast(${c.correlation} as text) as "correlation",
+  const sql = `select * from (select cast(? as integer) as "typeRank", cast(? as text) as "sagaType", ${c.id} as "id", cast(${c.correlation} as text) as "correlation",
       ${step} as "step", ${c.version} as "version", ${c.createdAt} as "createdAt", ${c.updatedAt} as "updatedAt",
       ${c.completedAt} as "completedAt"
     from ${saga.table}${where.length ? ` where ${where.join(' and ')}` : ''}
-    order by ${c.createdAt} desc, ${c.id} desc limit ?) as "part${index}"`;
+    order by ${c.createdAt} desc, ${c.id} desc limit ?) as "part${rank}"`;
   return { sql, params };
 }
 
@@ -100,10 +101,10 @@ export async function listSagas(ops: OperationsContext, query: SagaListQuery): P
   const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor, fingerprint, new Set(ops.sagas.keys()));
   if (filters.types.length === 0) return { items: [], nextCursor: null };
   // One more than the page, to know whether a next page exists.
-  const branches = filters.types.map((saga, index) => sagaBranch(saga, filters, after, limit + 1, index));
+  const branches = typeRanks(filters.types).map(([saga, rank]) => sagaBranch(saga, filters, after, limit + 1, rank));
   const rows = await queryRows<Record<string, unknown>>(
     freshFork(ops.db.em),
-    `${branches.map((b) => b.sql).join(' union all ')} order by "createdAt" desc, "sagaType" desc, "id" desc limit ?`,
+    `${branches.map((b) => b.sql).join(' union all ')} order by "createdAt" desc, "typeRank" desc, "id" desc limit ?`,
     [...branches.flatMap((b) => b.params), limit + 1],
   );
   const items = rows.slice(0, limit).map((row) => summaryOf(ops, row));
@@ -113,6 +114,15 @@ export async function listSagas(ops: OperationsContext, query: SagaListQuery): P
       ? encodeCursor({ createdAtMs: last.createdAt.getTime(), sagaType: last.sagaType, id: last.id }, fingerprint)
       : null;
   return { items, nextCursor };
+}
+
+/**
+ * Each type with its rank in JavaScript's string order, which the cursor comparison uses: the statement orders
+ * by the rank, so a database collation (ICU, case-insensitive) cannot order the types otherwise.
+ */
+function typeRanks(types: readonly SagaTable[]): [SagaTable, number][] {
+  const sorted = [...types].sort((a, b) => (a.sagaType < b.sagaType ? -1 : a.sagaType > b.sagaType ? 1 : 0));
+  return sorted.map((saga, rank) => [saga, rank]);
 }
 
 function summaryOf(ops: OperationsContext, row: Record<string, unknown>): SagaSummary {

@@ -25,8 +25,8 @@ export function rowsOf(orm: MikroORM) {
 }
 
 /**
- * Makes the database refuse inserts into `table` whose `column` equals `value` (a trigger that raises), so a test
- * can fail one statement of a unit of work. Returns the function that removes the trigger.
+ * Makes the database refuse inserts into, and updates of, `table` rows whose `column` equals `value` (a trigger
+ * that raises), so a test can fail one statement. Returns the function that removes the trigger.
  */
 export async function refuseInserts(orm: MikroORM, table: string, column: string, value: string): Promise<() => Promise<void>> {
   const conn = orm.em.getConnection();
@@ -37,8 +37,13 @@ export async function refuseInserts(orm: MikroORM, table: string, column: string
     await conn.execute(`create trigger ${name} before insert or update on ${table} for each row execute function ${name}()`);
     return async () => void (await conn.execute(`drop trigger ${name} on ${table}`));
   }
-  await conn.execute(
-    `create trigger ${name} before insert on ${table} when new.${column} = '${value}' begin select raise(abort, '${table} write refused'); end`,
-  );
-  return async () => void (await conn.execute(`drop trigger ${name}`));
+  for (const event of ['insert', 'update']) {
+    await conn.execute(
+      `create trigger ${name}_${event} before ${event} on ${table} when new.${column} = '${value}' begin select raise(abort, '${table} write refused'); end`,
+    );
+  }
+  return async () => {
+    await conn.execute(`drop trigger ${name}_insert`);
+    await conn.execute(`drop trigger ${name}_update`);
+  };
 }

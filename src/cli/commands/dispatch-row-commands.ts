@@ -55,11 +55,12 @@ function rowQuery(input: CliInput): DispatchRowQuery {
   };
 }
 
-/** A bulk result: one line per id, then the counts; exit 1 unless every row was changed. */
+/** A bulk result: one line per id (with the error class of a `failed` one), then the counts; exit 1 unless every row was changed. */
 function bulkOutput(result: BulkResult) {
+  const failed = result.items.some((item) => item.error !== undefined);
   const table = formatTable(
-    ['id', 'result'],
-    result.items.map((item) => [item.id, item.status]),
+    failed ? ['id', 'result', 'error'] : ['id', 'result'],
+    result.items.map((item) => (failed ? [item.id, item.status, item.error] : [item.id, item.status])),
   );
   const exitCode = result.affected === result.requested ? CLI_EXIT_CODES.OK : CLI_EXIT_CODES.FAILURE;
   return { data: result, text: `${table}\n${result.affected} of ${result.requested} changed`, exitCode };
