@@ -174,10 +174,19 @@ export function isConnectionError(error: unknown): boolean {
   return error instanceof ConnectionException;
 }
 
-/** No pooled connection could be had in time (knex's `KnexTimeoutError` on MikroORM 6). */
+/**
+ * No pooled connection could be had in time: knex's `KnexTimeoutError` (MikroORM 6) or pg-pool's plain `Error`
+ * (MikroORM 7). MikroORM wraps either in a `DriverException` with no code that keeps only the message, so the
+ * message is all that tells them apart.
+ */
 export function isPoolTimeout(error: Error): boolean {
-  return error.name === 'KnexTimeoutError';
+  if (error.name === 'KnexTimeoutError') return true;
+  const cause = (error as { cause?: unknown }).cause;
+  return [error, cause].some((e) => e instanceof Error && POOL_TIMEOUT_MESSAGES.some((start) => e.message.startsWith(start)));
 }
+
+/** How knex and pg-pool begin the message of an acquire timeout (every connection in use for the whole wait). */
+const POOL_TIMEOUT_MESSAGES = ['Knex: Timeout acquiring a connection', 'timeout exceeded when trying to connect'];
 
 /** The table a statement named does not exist. */
 export function isTableNotFound(error: unknown): boolean {

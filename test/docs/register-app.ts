@@ -19,7 +19,7 @@ const orm = await MikroORM.init({
   entities: [...yourEntities, ...SAGA_ENTITIES, OrderSagaSchema],
   extensions: [Migrator],
 });
-// `npx mikro-orm migration:create` now writes saga_timer, saga_outbox and order_saga into your migrations.
+// `npx mikro-orm migration:create` now writes saga_timer, saga_outbox, saga_handled_message and order_saga.
 await orm.migrator.up(); // MikroORM 6.6 and 7
 
 export const sagas = new SagaRuntime({ em: orm.em, sagas: [orderSaga] });

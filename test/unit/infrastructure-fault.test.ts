@@ -22,6 +22,8 @@ describe('isInfrastructureFault', () => {
     ['a locked SQLite file', new LockWaitTimeoutException(driverError('SQLITE_BUSY: database is locked', 'SQLITE_BUSY'))],
     ['a connection MikroORM classified', new ConnectionException(driverError('unable to open database file'))],
     ['knex finding no pooled connection in time', Object.assign(new Error('Timeout acquiring a connection'), { name: 'KnexTimeoutError' })],
+    // MikroORM 7 wraps pg-pool's acquire timeout in a DriverException with no code (regression: it was charged).
+    ['pg-pool finding no pooled connection in time', new DriverException(driverError('timeout exceeded when trying to connect'))],
     // The connection was lost at the delivery's BEGIN: knex reports the next statement this way, without a code.
     [
       'a transaction whose BEGIN lost the connection',

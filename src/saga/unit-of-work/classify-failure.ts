@@ -11,6 +11,7 @@ import {
   isDriverException,
   isInvalidFieldName,
   isOptimisticLockError,
+  isPoolTimeout,
   isReachable,
   isServerException,
   isTableNotFound,
@@ -74,6 +75,7 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
   if (isTableNotFound(cause) || isInvalidFieldName(cause)) {
     return schemaInvalid(context, error, cause, await missingColumns(context.em, error.table));
   }
+  if (cause instanceof Error && isPoolTimeout(cause)) return unreachable(context, error, cause);
   if (isConnectionOrLockError(cause) || (isDriverException(cause) && !isServerException(cause))) {
     if (!(await isReachable(context.em))) return unreachable(context, error, cause);
     // Drivers do not classify every schema error (SQLite: "table x has no column named y"): look at the table.
@@ -181,7 +183,9 @@ function unreachable(context: FailureContext, failure: StatementFailure, cause: 
   const nothing = failure.operation === 'read' || failure.operation === 'begin' ? 'Nothing was written' : 'Nothing of it was committed';
   return new SagaPersistenceError(
     'DATABASE_UNREACHABLE',
-    `${subject(context)}: cannot reach ${databaseOf(context)} (${describe(cause)} after waiting ${failure.elapsedMs} ms, during ${what(failure.operation, failure.table)}) while handling '${context.messageType}'. ${nothing}. Check that the database runs and accepts connections there, and the host, port and timeouts of your ORM config; then handle the message again. ${CAUSE_NOTE}`,
+    cause instanceof Error && isPoolTimeout(cause)
+      ? `${subject(context)}: no connection of the pool to ${databaseOf(context)} came free within the pool's acquire timeout (${describe(cause)} after waiting ${failure.elapsedMs} ms, during ${what(failure.operation, failure.table)}) while handling '${context.messageType}'. ${nothing}. Every connection was in use: raise the pool's max or its timeout, or lower the concurrency of your callers and dispatchers; then handle the message again. ${CAUSE_NOTE}`
+      : `${subject(context)}: cannot reach ${databaseOf(context)} (${describe(cause)} after waiting ${failure.elapsedMs} ms, during ${what(failure.operation, failure.table)}) while handling '${context.messageType}'. ${nothing}. Check that the database runs and accepts connections there, and the host, port and timeouts of your ORM config; then handle the message again. ${CAUSE_NOTE}`,
     details(context, { operation: failure.operation, table: failure.table, waitedMs: failure.elapsedMs }),
     { cause },
   );
