@@ -46,12 +46,13 @@ export async function measureSteps(steps: readonly BenchStep[], log: (line: stri
  * Measures `BOTH_MAJORS_STEPS` on MikroORM 7 in a child process through the v7 leg (which installs itself when
  * missing), with this run's settings, and names its figures with `MIKRO_ORM_7_SUFFIX`. The child's progress
  * goes to this process's stderr.
+ * @param env the child's environment (default `process.env`: `DATABASE_URL` and the `BENCH_*` sizes reach it)
  * @throws when the leg cannot be installed or run, or the child fails: a run on 6 never omits them silently.
  */
-export async function mikroOrm7Figures(): Promise<ReportedFigure[]> {
+export async function mikroOrm7Figures(env: NodeJS.ProcessEnv = process.env): Promise<ReportedFigure[]> {
   const root = new URL('..', import.meta.url).pathname;
   const args = ['node', '--import', 'tsx', 'bench/mikro-orm-7-entry.ts', ...(SHORT ? ['--short'] : [])];
-  const child = spawn(`${root}legs/mikro-orm-7/run`, args, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(`${root}legs/mikro-orm-7/run`, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
   let stdout = '';
   child.stdout.on('data', (chunk) => {
     stdout += chunk;

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Utils } from '@mikro-orm/core';
 import { expect, inject, it } from 'vitest';
+import { mikroOrm7Figures } from '../bench/both-majors.js';
 
 const run = promisify(execFile);
 
@@ -80,3 +81,9 @@ it('the short benchmark runs every figure with its baseline and writes one resul
     await rm(dir, { recursive: true, force: true });
   }
 }, 600_000);
+
+it('the bench stops with an error instead of leaving out the MikroORM 7 rows when their child process fails', async () => {
+  // Port 1 has no PostgreSQL: the child on 7 fails at its first figure.
+  const env = { ...process.env, BENCH_SHORT: '1', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' };
+  await expect(mikroOrm7Figures(env)).rejects.toThrow(/^the MikroORM 7 figures failed \(legs\/mikro-orm-7\/run exited 1;/);
+}, 120_000);
