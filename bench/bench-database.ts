@@ -19,14 +19,31 @@ export interface BenchDatabase {
 }
 
 /** Runs one statement on the PostgreSQL server (creating and dropping databases). */
-async function admin(sql: string): Promise<void> {
+async function admin(sql: string, params: unknown[] = []): Promise<{ count: string }[]> {
   const client = new pg.Client(POSTGRES_URL);
   await client.connect();
   try {
-    await client.query(sql);
+    return (await client.query<{ count: string }>(sql, params)).rows;
   } finally {
     await client.end();
   }
+}
+
+/** How long a drop waits for the closed pools' connections to leave the server before it forces them out. */
+const DROP_WAIT_MS = 5_000;
+
+/**
+ * Drops a bench database once the connections of its closed pools are gone: a pool may report itself ended
+ * while a client's terminate is still on its way (seen with MikroORM 7), and `drop ... with (force)` would then
+ * kill that client with an error its pool, having no error handler, throws out of the process.
+ */
+async function dropWhenIdle(name: string): Promise<void> {
+  const until = Date.now() + DROP_WAIT_MS;
+  const count = 'select count(*) from pg_stat_activity where datname = $1';
+  while (Date.now() < until && Number((await admin(count, [name]))[0]?.count) > 0) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await admin(`drop database if exists "${name}" with (force)`);
 }
 
 /** Removes a SQLite file and its journals. */
@@ -44,7 +61,7 @@ export async function createBenchDatabase(dialect: DialectName, journal: 'wal' |
     const url = new URL(POSTGRES_URL);
     url.pathname = `/${name}`;
     location = url.toString();
-    drop = () => admin(`drop database if exists "${name}" with (force)`);
+    drop = () => dropWhenIdle(name);
   } else {
     location = join(tmpdir(), `${name}.sqlite`);
     drop = async () => removeSqliteFile(location);

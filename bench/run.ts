@@ -3,7 +3,8 @@
  * repeated and interleaved with the others; prints medians, min-max and ratios (ours / baseline, higher is
  * better) and writes `bench/results/latest.json`. These machines are shared and noisy: compare ratios.
  *
- *   npm run bench                       # full run (see docs/performance.md for its duration)
+ *   npm run bench                       # full run (see docs/performance.md for its duration); on MikroORM 6 it
+ *                                       # also measures timer firing and the saga step on 7 (bench/both-majors.ts)
  *   npm run bench -- --short            # every figure once on a few rows (BENCH_SHORT=1 does the same)
  *   BENCH_REPS=5 npm run bench          # more repetitions; BENCH_RELAY_ROWS, BENCH_TIMERS, BENCH_STEPS, BENCH_SQLITE_TIMERS
  *   DATABASE_URL=postgres://... npm run bench
@@ -13,14 +14,13 @@ import { cpus } from 'node:os';
 import { dirname } from 'node:path';
 import { postgresReachable } from './bench-database.js';
 import { BENCH_SETTINGS, POSTGRES_URL, RESULTS_FILE, SHORT } from './bench-settings.js';
-import { type FigureResult, formatTable } from './figure-stats.js';
+import { type BenchStep, BOTH_MAJORS_STEPS, measureSteps, mikroOrm7Figures, ORM_VERSION } from './both-majors.js';
+import { formatTable } from './figure-stats.js';
 import { outboxRelayFigures } from './outbox-relay.js';
-import { sagaStepFigures } from './saga-step.js';
 import { sqliteProcessFigures } from './sqlite-processes.js';
-import { timerFiringFigures } from './timer-firing.js';
 
 const started = Date.now();
-const { reps, relayRows, firingTimers, stepMessages, sqliteTimers } = BENCH_SETTINGS;
+const { reps, relayRows, sqliteTimers } = BENCH_SETTINGS;
 const log = (line: string) => console.info(line);
 if (!(await postgresReachable())) {
   console.error(`PostgreSQL is not reachable at ${POSTGRES_URL} (set DATABASE_URL): every PostgreSQL figure needs it.`);
@@ -28,19 +28,15 @@ if (!(await postgresReachable())) {
 }
 log(`${SHORT ? 'SHORT run (smoke test, not a measurement)' : 'full run'}: ${reps} rep(s) per variant, interleaved`);
 
-const figures: FigureResult[] = [];
-const steps: [string, () => Promise<FigureResult[]>][] = [
+// On 6 (the default leg) timer firing and the saga step are measured on 7 too, in a child process through the
+// v7 leg; under `npm run bench:v7` this process is already on 7 and does not recurse.
+const steps: BenchStep[] = [
   ['outbox relay', () => outboxRelayFigures(reps, relayRows)],
-  ['timer firing', () => timerFiringFigures(reps, firingTimers)],
-  ['saga step, PostgreSQL', () => sagaStepFigures('postgresql', reps, stepMessages)],
-  ['saga step, SQLite', () => sagaStepFigures('sqlite', reps, stepMessages)],
+  ...BOTH_MAJORS_STEPS,
+  ...(ORM_VERSION.startsWith('7.') ? [] : [['MikroORM 7: timer firing and saga step', mikroOrm7Figures] as const]),
   ['SQLite processes', () => sqliteProcessFigures(reps, sqliteTimers, log)],
 ];
-for (const [what, measure] of steps) {
-  const at = Date.now();
-  figures.push(...(await measure()));
-  log(`${what}: ${((Date.now() - at) / 1000).toFixed(0)} s`);
-}
+const figures = await measureSteps(steps, log);
 
 const seconds = Math.round((Date.now() - started) / 1000);
 console.info(`\n${formatTable(figures)}\n\n${figures.filter((f) => f.met).length} of ${figures.length} targets met; ${seconds} s in all`);

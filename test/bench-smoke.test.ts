@@ -1,15 +1,29 @@
 // `npm run bench -- --short` keeps working: every figure runs against its baseline and lands in the JSON file.
+// On MikroORM 6 the run also measures timer firing and the saga step on 7 through the v7 leg; on 7 (the leg's
+// own run of this file) it measures everything on 7 and does not recurse.
 // (Speed itself is judged from the ratios of a full `npm run bench`, never by a timed test.)
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { Utils } from '@mikro-orm/core';
 import { expect, inject, it } from 'vitest';
+import { mikroOrm7Figures } from '../bench/both-majors.js';
 
 const run = promisify(execFile);
 
 const spread = { median: expect.any(Number), min: expect.any(Number), max: expect.any(Number) };
+const orm = Utils.getORMVersion();
+const onSix = orm.startsWith('6.');
+/** The figures measured on both majors: on 6, the run adds each again, measured on 7 and named "... (MikroORM 7)". */
+const BOTH_MAJORS = [
+  /^timer firing end to end.* \/ raw claim/,
+  ...[1, 4, 16].flatMap((n) => [
+    new RegExp(`^saga step, ${n} callers? \\(PostgreSQL\\)[^/]* / raw pg`),
+    new RegExp(`^saga step, ${n} callers? \\(SQLite, WAL\\)[^/]* / raw sqlite3`),
+  ]),
+];
 
 it('the short benchmark runs every figure with its baseline and writes one result object per figure', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'saga-bench-smoke-'));
@@ -22,28 +36,34 @@ it('the short benchmark runs every figure with its baseline and writes one resul
     const report = JSON.parse(await readFile(out, 'utf8')) as { short: boolean; figures: Record<string, unknown>[] };
     expect(report.short).toBe(true);
     const names = report.figures.map((f) => `${f.name} / ${(f.baseline as { name: string }).name}`);
-    expect(names).toHaveLength(14);
+    const total = onSix ? 14 + BOTH_MAJORS.length : 14;
+    expect(names).toHaveLength(total);
     for (const wanted of [
       /^outbox relay, \d+ rows, no-op publisher, 1 process .* \/ raw batch claim/,
       /^outbox relay, \d+ rows, no-op publisher, 1 process .* \/ graphile-worker/,
       /^outbox relay, \d+ rows, no-op publisher, 2 processes .* \/ raw batch claim/,
       /^outbox relay, \d+ rows, no-op publisher, 2 processes .* \/ graphile-worker/,
       /^outbox relay: ours, 2 processes vs 1 \/ ours, 1 process$/,
-      /^timer firing end to end.* \/ raw claim/,
-      ...[1, 4, 16].flatMap((n) => [
-        new RegExp(`^saga step, ${n} callers? \\(PostgreSQL\\) / raw pg`),
-        new RegExp(`^saga step, ${n} callers? \\(SQLite, WAL\\) / raw sqlite3`),
-      ]),
+      ...BOTH_MAJORS,
       /^SQLite dispatcher, .*3 processes vs 1 \(rollback journal\) \/ ours, 1 process$/,
       /^SQLite dispatcher, .*3 processes vs 1 \(WAL\) \/ ours, 1 process$/,
     ]) {
       expect(
         names.filter((name) => wanted.test(name)),
         String(wanted),
-      ).toHaveLength(1);
+      ).toHaveLength(onSix && BOTH_MAJORS.includes(wanted) ? 2 : 1);
     }
+    // Each figure says which major measured it; on 6 exactly the both-majors figures come back from 7, suffixed.
+    const fromSeven = report.figures.filter((f) => f.orm !== orm);
+    expect(fromSeven.map((f) => f.orm)).toEqual(onSix ? BOTH_MAJORS.map(() => '7.2.1') : []);
+    for (const wanted of BOTH_MAJORS) {
+      expect(fromSeven.filter((f) => wanted.test(`${f.name} / ${(f.baseline as { name: string }).name}`))).toHaveLength(onSix ? 1 : 0);
+    }
+    expect(fromSeven.every((f) => (f.name as string).endsWith(' (MikroORM 7)'))).toBe(true);
+    expect(report.figures.filter((f) => (f.name as string).endsWith(' (MikroORM 7)'))).toHaveLength(fromSeven.length);
     for (const figure of report.figures) {
       expect(figure).toEqual({
+        orm: expect.stringMatching(/^[67]\.\d+\.\d+$/),
         name: expect.any(String),
         unit: expect.stringMatching(/\/s$/),
         ours: spread,
@@ -56,8 +76,14 @@ it('the short benchmark runs every figure with its baseline and writes one resul
       expect((figure.ours as { median: number }).median).toBeGreaterThan(0);
       expect((figure.baseline as { median: number }).median).toBeGreaterThan(0);
     }
-    expect(stdout).toMatch(/\d+ of 14 targets met/);
+    expect(stdout).toMatch(new RegExp(`\\d+ of ${total} targets met`));
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }, 600_000);
+
+it('the bench stops with an error instead of leaving out the MikroORM 7 rows when their child process fails', async () => {
+  // Port 1 has no PostgreSQL: the child on 7 fails at its first figure.
+  const env = { ...process.env, BENCH_SHORT: '1', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' };
+  await expect(mikroOrm7Figures(env)).rejects.toThrow(/^the MikroORM 7 figures failed \(legs\/mikro-orm-7\/run exited 1;/);
+}, 120_000);
