@@ -5,13 +5,16 @@ import { SagaTimer } from '../src/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { type ChildLine, locationOf, sagasNotAppliedOnce, seedDueTimers, seedingRuntime, startChild } from './support/child-dispatchers.js';
 import { DIALECTS } from './support/databases.js';
+import { countTimerFirings, reportFigures } from './support/reliability-figures.js';
 import { useDatabase } from './support/suite.js';
 
 for (const dialect of DIALECTS) {
   describe(`dispatcher processes (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
 
-    it('a timer whose step kills its process, due just before 30 healthy ones: restarted by a supervisor, only it is charged and dead-lettered; every healthy timer fires once', async () => {
+    it('a timer whose step kills its process, due just before 30 healthy ones: restarted by a supervisor, only it is charged and dead-lettered; every healthy timer fires once', {
+      tags: ['reliability'],
+    }, async ({ task }) => {
       const orm = db().orm;
       await orm.em.fork().nativeDelete(SagaTimer, {});
       const seeding = seedingRuntime(orm);
@@ -54,6 +57,21 @@ for (const dialect of DIALECTS) {
       expect(dead).toMatchObject({ outcome: 'dead_lettered', attempts: maxAttempts });
       expect(dead?.deadLetterReason).toMatch(/failed 3 time\(s\), the last with: LeaseExpired/);
       const sagas = await orm.em.fork().find(ScriptedSaga, { key: { $in: healthy } });
+      const { lost, twice } = countTimerFirings(sagas, healthy, 1);
+      // Hostile input: the poison timer, delivered once per process it killed.
+      reportFigures(task, {
+        scenario: 'crash-poison',
+        database: dialect,
+        processes: kills + 1,
+        load: 31,
+        kills,
+        restarts: kills,
+        dbFaults: 0,
+        hostile: kills,
+        lost,
+        twice,
+      });
+      expect({ lost, twice }).toEqual({ lost: 0, twice: 0 });
       expect(sagas).toHaveLength(30);
       expect(sagasNotAppliedOnce(sagas, 1)).toEqual([]);
       const timers = await orm.em.fork().find(SagaTimer, { sagaId: { $in: sagas.map((s) => s.id) } });

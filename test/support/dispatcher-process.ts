@@ -6,15 +6,19 @@
  * Every mode prints JSON lines on stdout.
  * mode `drain`: runs passes until one claims nothing; prints one `claim` line per claimed timer and a final
  *   `done` line. Uses the system clock. With `{ "waitForGo": true }` it prints `ready` once connected and
- *   starts when a line arrives on stdin, so several processes start together.
+ *   starts when a line arrives on stdin, so several processes start together. A failed pass prints
+ *   `passFailed`. With `holdAtStep: n`, the n-th step it runs never returns and prints `holding`, so the parent
+ *   can kill the process while it holds claims; `clockOffsetMs` as for `poison`, `leaseMs` as for the dispatcher.
  * mode `hang`: claims due timers and hangs inside their steps forever; prints `entered <n>` each time a step
  *   starts, so the parent can kill the process between claim and commit.
  * mode `poison`: like `drain`, but the step of a timer labelled `poison` kills its own process (SIGKILL);
  *   `clockOffsetMs` shifts the system clock, so a supervisor restarting it can move past the dead process's
  *   leases without waiting; `maxAttempts` as for the dispatcher.
+ * `applicationName` (PostgreSQL) names the process's connections, so a test can terminate them alone.
  */
 import { MikroORM } from '@mikro-orm/core';
 import { type Clock, SagaDispatcher, SagaRuntime, silentLogger, systemClock } from '../../src/index.js';
+import { pgConnectionOptions } from '../../src/orm/index.js';
 import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '../fixtures/scripted-saga.js';
 import { connectionOptions, type DialectName } from './databases.js';
 
@@ -25,6 +29,9 @@ export interface ChildOptions {
   readonly concurrency?: number;
   readonly clockOffsetMs?: number;
   readonly maxAttempts?: number;
+  readonly leaseMs?: number;
+  readonly holdAtStep?: number;
+  readonly applicationName?: string;
 }
 
 const [mode, dialect, location, json] = process.argv.slice(2);
@@ -41,9 +48,10 @@ const options = JSON.parse(json ?? '{}') as ChildOptions;
 async function openOrm(): Promise<MikroORM> {
   const config = connectionOptions(dialect as DialectName, location!, [ScriptedSaga]);
   const pool = dialect === 'postgresql' ? { pool: { min: 0, max: (options.concurrency ?? 10) + 3 } } : {};
+  const named = options.applicationName ? { driverOptions: pgConnectionOptions({ applicationName: options.applicationName }) } : {};
   for (let attempt = 1; ; attempt++) {
     try {
-      return await MikroORM.init({ ...config, ...pool });
+      return await MikroORM.init({ ...config, ...pool, ...named });
     } catch (error) {
       if (attempt >= 40 || !/too many clients/i.test(String((error as Error)?.message))) throw error;
       await new Promise((resolve) => setTimeout(resolve, 250));
@@ -65,6 +73,7 @@ async function drain(dispatcher: SagaDispatcher): Promise<void> {
       pass = await dispatcher.runOnce();
     } catch {
       totals.failedPasses++;
+      print({ event: 'passFailed' });
       continue;
     }
     totals.passes++;
@@ -85,18 +94,34 @@ if (options.waitForGo) {
   process.stdin.pause();
 }
 
+/** The system clock, shifted by `clockOffsetMs`: a restarted process can stand past a dead one's leases. */
+const clock: Clock = { now: () => new Date(Date.now() + (options.clockOffsetMs ?? 0)), sleep: systemClock.sleep };
+
 if (mode === 'drain') {
-  const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], concurrency: { maxAttempts: 100 } });
+  let steps = 0;
+  const holding = scriptedSagaWithTick(async (saga, message) => {
+    if (++steps === options.holdAtStep) {
+      print({ event: 'holding' });
+      // Never returns: the parent kills the process while this delivery and the rest of its claims are open.
+      await new Promise(() => {});
+    }
+    saga.log += `tick:${message.label};`;
+  });
+  const runtime = new SagaRuntime({
+    em: orm.em,
+    sagas: [options.holdAtStep ? holding : scriptedSaga],
+    clock,
+    concurrency: { maxAttempts: 100 },
+  });
   const dispatcher = new SagaDispatcher({
     runtime,
     logger: silentLogger,
     batchSize: options.batchSize ?? 100,
     concurrency: options.concurrency ?? 10,
+    ...(options.leaseMs ? { leaseMs: options.leaseMs } : {}),
   });
   await drain(dispatcher);
 } else if (mode === 'poison') {
-  const offset = options.clockOffsetMs ?? 0;
-  const clock: Clock = { now: () => new Date(Date.now() + offset), sleep: systemClock.sleep };
   const poisoned = scriptedSagaWithTick((saga, message) => {
     // Dies as an out-of-memory kill would: no cleanup, no failure recorded, the lease left behind.
     if (message.label === 'poison') process.kill(process.pid, 'SIGKILL');
