@@ -92,7 +92,7 @@ for (const dialect of DIALECTS) {
         const onLine = (line: ChildLine) => {
           if (line.event === 'ready') ready.tick();
           if (line.event === 'claim') faults.claimsSeen(++claims);
-          if (line.event === 'passFailed') faults.passFailed(line.pid);
+          if (line.event === 'passFailed') faults.passFailed();
         };
         for (let i = 0; i < 2; i++) {
           children.push(
@@ -178,8 +178,8 @@ interface FaultInjector {
   readonly applicationName: string;
   watch(children: ChildDispatcher[]): void;
   claimsSeen(claims: number): void;
-  passFailed(pid: number): void;
-  /** Waits for a fault in progress to be lifted. */
+  passFailed(): void;
+  /** Waits for a fault in progress to be lifted; throws what failed in injecting one. */
   finish(): Promise<void>;
   injected(): number;
   describe(): string;
@@ -209,6 +209,7 @@ async function postgresFaults(db: TestDatabase): Promise<FaultInjector> {
   let terminated = 0;
   let dropped = 0;
   let busy: Promise<void> = Promise.resolve();
+  let failure: unknown;
   const terminate = async () => {
     const [row] = await db.orm.em
       .fork()
@@ -233,10 +234,16 @@ async function postgresFaults(db: TestDatabase): Promise<FaultInjector> {
           await proxy.faulted;
           dropped++;
         });
+        busy = busy.catch((error) => {
+          failure = error;
+        });
       }
     },
     passFailed: () => undefined,
-    finish: async () => undefined,
+    // Not awaiting `busy`: a fault armed after the last COMMIT never happens.
+    finish: async () => {
+      if (failure) throw failure;
+    },
     injected: () => terminated + dropped,
     describe: () => `${terminated} backends terminated, ${dropped} connections dropped at COMMIT`,
     close: () => proxy.close(),
@@ -244,8 +251,9 @@ async function postgresFaults(db: TestDatabase): Promise<FaultInjector> {
 }
 
 /**
- * SQLite: at 20 and at 80 claims another connection takes the file's exclusive lock and holds it until every
- * child still running has failed a pass on it (its statements waited out the busy timeout), then lets go.
+ * SQLite: at 20 and at 80 claims another connection takes the file's exclusive lock and holds it until a child
+ * failed a pass on it (its claim waited out the busy timeout), or no child is left, then lets go. A child caught
+ * inside a unit of work meanwhile retries it (a busy write is a conflict to the runtime) and carries on after.
  */
 async function sqliteLockOuts(db: TestDatabase): Promise<FaultInjector> {
   const locker = await db.openAnother();
@@ -253,11 +261,11 @@ async function sqliteLockOuts(db: TestDatabase): Promise<FaultInjector> {
   const thresholds = [20, 80];
   let children: ChildDispatcher[] = [];
   let lockOuts = 0;
-  let failedWhileLocked = new Set<number>();
+  let failedWhileLocked = 0;
+  let locked = false;
   let lifted = deferred();
   let busy: Promise<void> = Promise.resolve();
-  const running = () => children.filter((c) => c.child.exitCode === null && c.child.signalCode === null);
-  const everyRunningChildFailed = () => running().every((c) => failedWhileLocked.has(c.child.pid!));
+  const anyRunning = () => children.some((c) => c.child.exitCode === null && c.child.signalCode === null);
   const lockOut = async () => {
     // The lock is taken between the children's short write transactions: a BEGIN EXCLUSIVE that meets one of
     // them waits the busy timeout and fails; try again.
@@ -269,12 +277,13 @@ async function sqliteLockOuts(db: TestDatabase): Promise<FaultInjector> {
         if (attempt >= 20) throw error;
       }
     }
-    // Counted only when a child was still there to suffer it.
-    if (running().length > 0) lockOuts++;
-    failedWhileLocked = new Set();
+    locked = true;
     lifted = deferred();
-    if (everyRunningChildFailed()) lifted.resolve();
+    // Counted only when a child was still there to suffer it.
+    if (anyRunning()) lockOuts++;
+    else lifted.resolve();
     await lifted.promise;
+    locked = false;
     await execute('commit');
   };
   return {
@@ -282,8 +291,7 @@ async function sqliteLockOuts(db: TestDatabase): Promise<FaultInjector> {
     applicationName: 'unused-on-sqlite',
     watch(watched) {
       children = watched;
-      // A child that exits while the file is locked no longer has to fail a pass on it.
-      for (const c of watched) void c.exited.then(() => everyRunningChildFailed() && lifted.resolve());
+      for (const c of watched) void c.exited.then(() => anyRunning() || lifted.resolve());
     },
     claimsSeen(claims) {
       while (thresholds[0] !== undefined && claims >= thresholds[0]) {
@@ -291,13 +299,14 @@ async function sqliteLockOuts(db: TestDatabase): Promise<FaultInjector> {
         busy = busy.then(lockOut);
       }
     },
-    passFailed(pid) {
-      failedWhileLocked.add(pid);
-      if (everyRunningChildFailed()) lifted.resolve();
+    passFailed() {
+      if (!locked) return;
+      failedWhileLocked++;
+      lifted.resolve();
     },
     finish: () => busy,
     injected: () => lockOuts,
-    describe: () => `${lockOuts} lock-outs of the file past the busy timeout`,
+    describe: () => `${lockOuts} lock-outs of the file past the busy timeout, ${failedWhileLocked} passes failed on them`,
     close: () => locker.close(true),
   };
 }
