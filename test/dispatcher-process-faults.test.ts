@@ -93,13 +93,14 @@ for (const dialect of DIALECTS) {
           if (line.event === 'ready') ready.tick();
           if (line.event === 'claim') faults.claimsSeen(++claims);
           if (line.event === 'passFailed') faults.passFailed();
+          if (line.event === 'paused') faults.paused(children.find((c) => c.child.pid === line.pid)!);
         };
         for (let i = 0; i < 2; i++) {
           children.push(
             startChild('drain', dialect, faults.location, onLine, {
               ...SMALL_PASSES,
               waitForGo: true,
-              applicationName: faults.applicationName,
+              ...faults.childOptions[i],
             }),
           );
         }
@@ -175,9 +176,12 @@ async function timerOutcome(orm: MikroORM, keys: string[]) {
 interface FaultInjector {
   /** Where the children connect: through the proxy on PostgreSQL. */
   readonly location: string;
-  readonly applicationName: string;
+  /** What each of the two children needs for the faults to reach it. */
+  readonly childOptions: readonly [ChildOptions, ChildOptions];
   watch(children: ChildDispatcher[]): void;
   claimsSeen(claims: number): void;
+  /** A child paused before a claim (it was given `pauseAfterPasses`); it waits for `go`. */
+  paused(child: ChildDispatcher): void;
   passFailed(): void;
   /** Waits for a fault in progress to be lifted; throws what failed in injecting one. */
   finish(): Promise<void>;
@@ -222,7 +226,7 @@ async function postgresFaults(db: TestDatabase): Promise<FaultInjector> {
   };
   return {
     location: proxied.toString(),
-    applicationName,
+    childOptions: [{ applicationName }, { applicationName }],
     watch: () => undefined,
     claimsSeen(claims) {
       // One fault at a time: the next waits until the armed one has happened.
@@ -239,6 +243,7 @@ async function postgresFaults(db: TestDatabase): Promise<FaultInjector> {
         });
       }
     },
+    paused: go,
     passFailed: () => undefined,
     // Not awaiting `busy`: a fault armed after the last COMMIT never happens.
     finish: async () => {
@@ -251,24 +256,25 @@ async function postgresFaults(db: TestDatabase): Promise<FaultInjector> {
 }
 
 /**
- * SQLite: at 20 and at 80 claims another connection takes the file's exclusive lock and holds it until a child
- * failed a pass on it (its claim waited out the busy timeout), or no child is left, then lets go. A child caught
- * inside a unit of work meanwhile retries it (a busy write is a conflict to the runtime) and carries on after.
+ * SQLite: the first child pauses after its first and fourth passes. Each time, another connection takes the
+ * file's exclusive lock, lets the child go on, and holds the lock until a pass failed on it (the child's claim
+ * waited out the busy timeout) or no child is left. The other child, wherever it is, meets the same lock: a unit
+ * of work retries, a claim fails its pass, and both carry on once the lock is gone.
  */
 async function sqliteLockOuts(db: TestDatabase): Promise<FaultInjector> {
   const locker = await db.openAnother();
   const execute = (sql: string) => locker.em.getConnection().execute(sql);
-  const thresholds = [20, 80];
   let children: ChildDispatcher[] = [];
   let lockOuts = 0;
   let failedWhileLocked = 0;
   let locked = false;
   let lifted = deferred();
   let busy: Promise<void> = Promise.resolve();
+  let failure: unknown;
   const anyRunning = () => children.some((c) => c.child.exitCode === null && c.child.signalCode === null);
-  const lockOut = async () => {
-    // The lock is taken between the children's short write transactions: a BEGIN EXCLUSIVE that meets one of
-    // them waits the busy timeout and fails; try again.
+  const lockOut = async (paused: ChildDispatcher) => {
+    // Nothing writes while the child is paused but the other child: a BEGIN EXCLUSIVE that meets one of its short
+    // write transactions waits the busy timeout and may fail; try again.
     for (let attempt = 1; ; attempt++) {
       try {
         await execute('begin exclusive');
@@ -279,32 +285,37 @@ async function sqliteLockOuts(db: TestDatabase): Promise<FaultInjector> {
     }
     locked = true;
     lifted = deferred();
-    // Counted only when a child was still there to suffer it.
-    if (anyRunning()) lockOuts++;
-    else lifted.resolve();
+    lockOuts++;
+    go(paused);
     await lifted.promise;
     locked = false;
     await execute('commit');
   };
   return {
     location: locationOf(db),
-    applicationName: 'unused-on-sqlite',
+    childOptions: [{ pauseAfterPasses: [1, 4] }, {}],
     watch(watched) {
       children = watched;
       for (const c of watched) void c.exited.then(() => anyRunning() || lifted.resolve());
     },
-    claimsSeen(claims) {
-      while (thresholds[0] !== undefined && claims >= thresholds[0]) {
-        thresholds.shift();
-        busy = busy.then(lockOut);
-      }
+    claimsSeen: () => undefined,
+    paused(child) {
+      busy = busy
+        .then(() => lockOut(child))
+        .catch((error) => {
+          failure = error;
+          go(child);
+        });
     },
     passFailed() {
       if (!locked) return;
       failedWhileLocked++;
       lifted.resolve();
     },
-    finish: () => busy,
+    finish: async () => {
+      await busy;
+      if (failure) throw failure;
+    },
     injected: () => lockOuts,
     describe: () => `${lockOuts} lock-outs of the file past the busy timeout, ${failedWhileLocked} passes failed on them`,
     close: () => locker.close(true),

@@ -9,6 +9,8 @@
  *   starts when a line arrives on stdin, so several processes start together. A failed pass prints
  *   `passFailed`. With `holdAtStep: n`, the n-th step it runs never returns and prints `holding`, so the parent
  *   can kill the process while it holds claims; `clockOffsetMs` as for `poison`, `leaseMs` as for the dispatcher.
+ *   With `pauseAfterPasses: [k, ...]`, after its k-th pass it prints `paused` and waits for a line on stdin before
+ *   the next claim, so the parent can break the database just before it.
  * mode `hang`: claims due timers and hangs inside their steps forever; prints `entered <n>` each time a step
  *   starts, so the parent can kill the process between claim and commit.
  * mode `poison`: like `drain`, but the step of a timer labelled `poison` kills its own process (SIGKILL);
@@ -32,6 +34,7 @@ export interface ChildOptions {
   readonly leaseMs?: number;
   readonly holdAtStep?: number;
   readonly applicationName?: string;
+  readonly pauseAfterPasses?: readonly number[];
 }
 
 const [mode, dialect, location, json] = process.argv.slice(2);
@@ -84,14 +87,24 @@ async function drain(dispatcher: SagaDispatcher): Promise<void> {
     totals.interrupted += pass.timers.interrupted;
     totals.deadLettered += pass.timers.deadLettered;
     if (pass.timers.claimed === 0) break;
+    if (options.pauseAfterPasses?.includes(totals.passes)) {
+      print({ event: 'paused' });
+      await nextLineOnStdin();
+    }
   }
   print({ event: 'done', ...totals });
 }
 
-if (options.waitForGo) {
-  print({ event: 'ready' });
+/** Waits for the parent to write a line; the parent writes one per `ready` or `paused` it read. */
+async function nextLineOnStdin(): Promise<void> {
+  process.stdin.resume();
   await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()));
   process.stdin.pause();
+}
+
+if (options.waitForGo) {
+  print({ event: 'ready' });
+  await nextLineOnStdin();
 }
 
 /** The system clock, shifted by `clockOffsetMs`: a restarted process can stand past a dead one's leases. */
