@@ -16,7 +16,8 @@ export default class ReliabilityReporter implements Reporter {
       }
     }
     const { table, problems } = summarizeReliability(reports);
-    const out = ['', 'Reliability summary (npm run test:reliability)', '', table, ''];
+    const leg = process.env.MIKRO_ORM_LEG === '7' ? 'MikroORM 7 leg' : 'MikroORM 6';
+    const out = ['', `Reliability summary (npm run test:reliability, ${leg})`, '', table, ''];
     if (problems.length === 0) out.push('PASS: every scenario reported on every database; nothing lost, nothing applied twice.');
     else out.push('FAIL:', ...problems.map((problem) => `  - ${problem}`));
     process.stdout.write(`${out.join('\n')}\n\n`);
