@@ -34,6 +34,7 @@ for (const dialect of DIALECTS) {
 
     it(`three dispatcher processes drain ${TIMERS} timers; one is SIGKILLed mid-delivery while it holds claims and restarted: every timer fires once`, {
       tags: ['reliability'],
+      timeout: 120_000,
     }, async ({ task }) => {
       const orm = db().orm;
       await orm.em.fork().nativeDelete(SagaTimer, {});
@@ -80,6 +81,7 @@ for (const dialect of DIALECTS) {
 
     it(`dispatcher processes drain ${TIMERS} timers while their database fails under them (${dialect === 'postgresql' ? 'backends terminated, connections dropped at COMMIT' : 'the file locked past the busy timeout'}): every timer fires once`, {
       tags: ['reliability'],
+      timeout: 120_000,
     }, async ({ task }) => {
       const orm = db().orm;
       await orm.em.fork().nativeDelete(SagaTimer, {});
