@@ -50,7 +50,8 @@ const seconds = Math.round((Date.now() - started) / 1000);
 console.info(`\n${formatTable(figures)}\n\n${figures.filter((f) => f.met).length} of ${figures.length} targets met; ${seconds} s in all`);
 const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version, platform: process.platform };
 // A partial run never replaces the full table: it goes to a file of its own unless BENCH_OUT names one.
-const out = only && !process.env.BENCH_OUT ? new URL(`./results/only-${only.replace(/\W+/g, '-')}.json`, import.meta.url).pathname : RESULTS_FILE;
+const out =
+  only && !process.env.BENCH_OUT ? new URL(`./results/only-${only.replace(/\W+/g, '-')}.json`, import.meta.url).pathname : RESULTS_FILE;
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(
   out,

@@ -365,7 +365,10 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     // The rows started by the claim go first: they are the heads of their lanes, and start before submit returns.
     const ordered = [...rows.filter((row) => row.startedAtClaim), ...rows.filter((row) => !row.startedAtClaim)];
-    const held = ordered.map((row) => ({ row, claim: { ...row.envelope, id: row.envelope.id, token: row.token, lastError: row.lastError } }));
+    const held = ordered.map((row) => ({
+      row,
+      claim: { ...row.envelope, id: row.envelope.id, token: row.token, lastError: row.lastError },
+    }));
     this.leases.hold(
       table,
       held.map((h) => h.claim),
