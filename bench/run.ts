@@ -9,7 +9,7 @@
  *   BENCH_REPS=5 npm run bench          # more repetitions; BENCH_RELAY_ROWS, BENCH_TIMERS, BENCH_STEPS, BENCH_SQLITE_TIMERS
  *   DATABASE_URL=postgres://... npm run bench
  *   npm run bench -- --only relay       # only the steps whose name contains "relay" (here the outbox relay); the
- *                                       # results go to bench/results/only-relay.json, never over latest.json
+ *                                       # results go to .tmp/bench-only-relay.json (untracked), never over latest.json
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -51,7 +51,7 @@ console.info(`\n${formatTable(figures)}\n\n${figures.filter((f) => f.met).length
 const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version, platform: process.platform };
 // A partial run never replaces the full table: it goes to a file of its own unless BENCH_OUT names one.
 const out =
-  only && !process.env.BENCH_OUT ? new URL(`./results/only-${only.replace(/\W+/g, '-')}.json`, import.meta.url).pathname : RESULTS_FILE;
+  only && !process.env.BENCH_OUT ? new URL(`../.tmp/bench-only-${only.replace(/\W+/g, '-')}.json`, import.meta.url).pathname : RESULTS_FILE;
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(
   out,
