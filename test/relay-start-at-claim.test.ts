@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { type OutboxEnvelope, SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
 import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-statements.js';
 import { FakeClock } from '../src/testing/index.js';
-import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, useDatabase } from './support/suite.js';
@@ -146,6 +146,43 @@ for (const dialect of DIALECTS) {
       const rows = (await rowsOf(db().orm).outbox()).filter((row) => seen.includes(row.id));
       expect(rows).toHaveLength(2);
       expect(rows.every((row) => row.outcome === 'published' && row.attempts === 0)).toBe(true);
+    });
+
+    it('a pass claims and publishes the outbox while its timers are being delivered, not after them', async () => {
+      const clock = new FakeClock('2026-01-05T09:00:00.000Z');
+      const log: string[] = [];
+      const gate = deferred();
+      // The step waits until the publisher ran: were the outbox claimed only after the timers' deliveries,
+      // this pass would never end.
+      const waiting = scriptedSagaWithTick(async () => {
+        log.push('step start');
+        await gate.promise;
+        log.push('step end');
+      });
+      const seeding = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
+      await seeding.handle(scriptedSaga, {
+        type: 'Start',
+        key: 'overlap',
+        actions: [
+          { op: 'schedule', name: 'x', after: 0, message: { type: 'Tick' } },
+          { op: 'send', message: { type: 'Hello' } },
+        ],
+      });
+      clock.advance(1);
+      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [waiting], clock });
+      const dispatcher = new SagaDispatcher({
+        runtime,
+        clock,
+        logger: silentLogger,
+        publish: async () => {
+          log.push('publish');
+          gate.resolve();
+        },
+      });
+      const pass = await dispatcher.runOnce();
+      expect(pass.timers).toMatchObject({ claimed: 1, fired: 1 });
+      expect(pass.outbox).toMatchObject({ claimed: 1, published: 1 });
+      expect(log.indexOf('publish')).toBeLessThan(log.indexOf('step end'));
     });
   });
 }

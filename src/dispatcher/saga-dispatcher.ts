@@ -320,9 +320,14 @@ export class SagaDispatcher implements AsyncDisposable {
       if (this.options.verifySchema) await this.options.runtime.verifySchemaOnce();
       await this.writePendingOutcomes();
       result.timers.missed = await this.applyCatchUp(now);
-      await this.claimAndFireTimers(now, signal, result.timers);
-      // A stopping dispatcher claims no more outbox rows only to release them again.
-      if (this.options.publish && !signal?.aborted) await this.claimAndPublish(signal, result.outbox);
+      // The outbox is claimed while the timers are, not after their deliveries: one round trip less per pass.
+      // A message a timer of this pass sends is published by the next pass, which starts at once (this one
+      // claimed something). A stopping dispatcher claims no more outbox rows only to release them again.
+      const timers = this.claimAndFireTimers(now, signal, result.timers);
+      const outbox = this.options.publish && !signal?.aborted ? this.claimAndPublish(signal, result.outbox) : undefined;
+      const [timersDone, outboxDone] = await Promise.allSettled([timers, outbox]);
+      if (timersDone.status === 'rejected') throw timersDone.reason;
+      if (outboxDone.status === 'rejected') throw outboxDone.reason;
     } catch (error) {
       throw new SagaDispatchError(result, error);
     }
