@@ -238,8 +238,9 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   /**
-   * Runs one pass: catch-up, then claim and deliver due timers, then claim and publish due outbox rows;
-   * resolves when every row it claimed was delivered (or given back).
+   * Runs one pass: catch-up, then claim and deliver due timers and, at the same time, claim and publish due
+   * outbox rows (a message a timer of this pass sends goes out with the next pass); resolves when every row
+   * it claimed was delivered (or given back).
    * @throws SagaDispatchError when the pass fails as a whole; its `result` says what it did first.
    */
   runOnce(): Promise<DispatchPassResult> {
