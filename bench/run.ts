@@ -8,6 +8,8 @@
  *   npm run bench -- --short            # every figure once on a few rows (BENCH_SHORT=1 does the same)
  *   BENCH_REPS=5 npm run bench          # more repetitions; BENCH_RELAY_ROWS, BENCH_TIMERS, BENCH_STEPS, BENCH_SQLITE_TIMERS
  *   DATABASE_URL=postgres://... npm run bench
+ *   npm run bench -- --only relay       # only the steps whose name contains "relay" (here the outbox relay); the
+ *                                       # results go to .tmp/bench-only-relay.json (untracked), never over latest.json
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -30,20 +32,36 @@ log(`${SHORT ? 'SHORT run (smoke test, not a measurement)' : 'full run'}: ${reps
 
 // On 6 (the default leg) timer firing and the saga step are measured on 7 too, in a child process through the
 // v7 leg; under `npm run bench:v7` this process is already on 7 and does not recurse.
-const steps: BenchStep[] = [
+const allSteps: BenchStep[] = [
   ['outbox relay', () => outboxRelayFigures(reps, relayRows)],
   ...BOTH_MAJORS_STEPS,
   ...(ORM_VERSION.startsWith('7.') ? [] : [['MikroORM 7: timer firing and saga step', mikroOrm7Figures] as const]),
   ['SQLite processes', () => sqliteProcessFigures(reps, sqliteTimers, log)],
 ];
+const only = onlyFilter(process.argv);
+const steps = only ? allSteps.filter(([what]) => what.includes(only)) : allSteps;
+if (steps.length === 0) {
+  console.error(`--only ${only}: no step's name contains it; the steps are: ${allSteps.map(([what]) => what).join(', ')}`);
+  process.exit(2);
+}
 const figures = await measureSteps(steps, log);
 
 const seconds = Math.round((Date.now() - started) / 1000);
 console.info(`\n${formatTable(figures)}\n\n${figures.filter((f) => f.met).length} of ${figures.length} targets met; ${seconds} s in all`);
 const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version, platform: process.platform };
-mkdirSync(dirname(RESULTS_FILE), { recursive: true });
+// A partial run never replaces the full table: it goes to a file of its own unless BENCH_OUT names one.
+const out =
+  only && !process.env.BENCH_OUT ? new URL(`../.tmp/bench-only-${only.replace(/\W+/g, '-')}.json`, import.meta.url).pathname : RESULTS_FILE;
+mkdirSync(dirname(out), { recursive: true });
 writeFileSync(
-  RESULTS_FILE,
+  out,
   `${JSON.stringify({ short: SHORT, settings: BENCH_SETTINGS, machine, seconds, at: new Date().toISOString(), figures }, null, 2)}\n`,
 );
-console.info(`written to ${RESULTS_FILE}`);
+console.info(`written to ${out}`);
+
+/** The value of `--only <text>` (or `--only=<text>`): run only the steps whose name contains it. */
+function onlyFilter(argv: readonly string[]): string | undefined {
+  const at = argv.indexOf('--only');
+  if (at >= 0) return argv[at + 1];
+  return argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length);
+}

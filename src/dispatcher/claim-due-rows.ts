@@ -1,6 +1,13 @@
 import type { TimerDelivery } from '../saga/saga-runtime.js';
 import type { DatabaseContext } from '../sql/database-context.js';
-import { type Claim, type ClaimGuard, claimDueRows, DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
+import {
+  type Claim,
+  type ClaimGuard,
+  claimDueRows,
+  DISPATCH_TABLES,
+  type DispatchTable,
+  type StartAtClaim,
+} from '../sql/dispatch-statements.js';
 import type { OutboxEnvelope } from './outbox-envelope.js';
 
 /** A claimed outbox row: the envelope and the claim token. */
@@ -8,6 +15,8 @@ export interface ClaimedOutboxRow {
   readonly envelope: OutboxEnvelope;
   readonly token: string;
   readonly lastError: string | null;
+  /** Whether the claim marked its delivery started (see {@link StartAtClaim}): it must start at once. */
+  readonly startedAtClaim: boolean;
 }
 
 /**
@@ -52,18 +61,23 @@ export async function claimDueTimers(
   }));
 }
 
-/** Claims due outbox rows and turns them into envelopes for the publisher. */
+/**
+ * Claims due outbox rows and turns them into envelopes for the publisher; with `startAtClaim`, marks the
+ * deliveries the caller starts at once started in the same statement.
+ */
 export async function claimDueOutboxRows(
   db: DatabaseContext,
   now: Date,
   leaseUntil: Date,
   limit: number,
   guard?: ClaimGuard,
+  startAtClaim?: StartAtClaim,
 ): Promise<ClaimedRows<ClaimedOutboxRow>> {
-  const raw = await claimDueRows(db, DISPATCH_TABLES.outbox, now, leaseUntil, limit, guard);
+  const raw = await claimDueRows(db, DISPATCH_TABLES.outbox, now, leaseUntil, limit, guard, startAtClaim);
   return decodeAll(db, DISPATCH_TABLES.outbox, raw, (row, read) => ({
     token: String(row.token),
     lastError: row.lastError == null ? null : String(row.lastError),
+    startedAtClaim: row.deliveryStartedAt != null,
     envelope: {
       id: String(row.id),
       type: String(row.messageType),

@@ -14,6 +14,15 @@ export interface DeliveryTask {
 }
 
 /**
+ * Every slot of an idle pool held free for one claim in flight: nothing starts until that claim's tasks are
+ * submitted with it (or it is released), and then they start ahead of whatever was queued meanwhile.
+ */
+export interface Reservation {
+  /** The lane sequence number its tasks' lanes take: lanes and isolated tasks queued meanwhile come after. */
+  readonly sequence: number;
+}
+
+/**
  * Runs deliveries with bounded concurrency, shared by every pass of one dispatcher, so a pass that waits on
  * a slow lane does not stop the next pass from claiming and delivering other rows. At most `concurrency`
  * lanes run at once; a lane runs its tasks in order; an isolated task runs alone.
@@ -24,7 +33,7 @@ export interface DeliveryTask {
  */
 export class DeliveryPool {
   private readonly lanes = new Map<string, DeliveryTask[]>();
-  private readonly ready: string[] = [];
+  private ready: string[] = [];
   /** Isolated tasks, each with the sequence number of the first lane it does not wait for. */
   private readonly isolated: { task: DeliveryTask; after: number }[] = [];
   /** Sequence number of each queued or running lane, in queueing order. */
@@ -32,6 +41,7 @@ export class DeliveryPool {
   private nextLane = 0;
   private running = 0;
   private exclusive = false;
+  private reservation: Reservation | undefined;
   private watchers: (() => void)[] = [];
 
   /**
@@ -53,7 +63,27 @@ export class DeliveryPool {
    * behind a busy row of their own saga do not count: a slot would not help them.
    */
   hasRoom(): boolean {
-    return !this.exclusive && this.running < this.concurrency && this.ready.length === 0 && !this.drainingForIsolated();
+    return (
+      !this.exclusive && !this.reservation && this.running < this.concurrency && this.ready.length === 0 && !this.drainingForIsolated()
+    );
+  }
+
+  /**
+   * Holds every slot free for a claim about to be made, if the pool is idle (nothing running or queued):
+   * the claim's first `concurrency` lanes then start at once when {@link submit}ted with the reservation,
+   * so the claim may mark them started itself. Undefined when the pool is busy or already reserved.
+   */
+  reserve(): Reservation | undefined {
+    if (this.reservation || this.exclusive || this.running > 0 || this.ready.length > 0 || this.isolated.length > 0) return undefined;
+    this.reservation = { sequence: this.nextLane++ };
+    return this.reservation;
+  }
+
+  /** Gives a reservation up without tasks (its claim failed); what was queued meanwhile may start. */
+  release(reservation: Reservation): void {
+    if (this.reservation !== reservation) return;
+    this.reservation = undefined;
+    this.pump();
   }
 
   /** Whether an isolated task waits only for lanes queued after it: none of those starts until it ran. */
@@ -82,36 +112,71 @@ export class DeliveryPool {
     });
   }
 
-  /** Queues `tasks`; resolves when every one of them ran. */
-  submit(tasks: readonly DeliveryTask[]): Promise<void> {
-    const settled = tasks.map(
-      (task) =>
-        new Promise<void>((resolve) => {
-          const tracked: DeliveryTask = {
-            ...task,
-            settle: () => {
-              task.settle();
-              resolve();
-            },
-          };
-          if (task.isolated) {
-            this.isolated.push({ task: tracked, after: this.nextLane });
-            return;
-          }
-          const lane = this.lanes.get(task.lane);
-          if (lane) lane.push(tracked);
-          else {
-            this.lanes.set(task.lane, [tracked]);
-            this.laneSequence.set(task.lane, this.nextLane++);
-            this.ready.push(task.lane);
-          }
+  /**
+   * Queues `tasks`; resolves when every one of them ran. With the pool's `reservation`, ends it and queues
+   * `tasks` ahead of everything queued meanwhile: their first `concurrency` lanes start before this returns.
+   */
+  submit(tasks: readonly DeliveryTask[], reservation?: Reservation): Promise<void> {
+    const reserved = reservation !== undefined && reservation === this.reservation;
+    if (reserved) this.reservation = undefined;
+    const settled: Promise<void>[] = [];
+    const tracked = tasks.map((task) => {
+      let resolve!: () => void;
+      settled.push(
+        new Promise<void>((r) => {
+          resolve = r;
         }),
-    );
+      );
+      return {
+        ...task,
+        settle: () => {
+          task.settle();
+          resolve();
+        },
+      };
+    });
+    if (reserved) this.queueAhead(tracked, reservation.sequence);
+    else for (const task of tracked) this.queue(task);
     this.pump();
     return Promise.all(settled).then(() => undefined);
   }
 
+  private queue(task: DeliveryTask): void {
+    if (task.isolated) {
+      this.isolated.push({ task, after: this.nextLane });
+      return;
+    }
+    const lane = this.lanes.get(task.lane);
+    if (lane) lane.push(task);
+    else {
+      this.lanes.set(task.lane, [task]);
+      this.laneSequence.set(task.lane, this.nextLane++);
+      this.ready.push(task.lane);
+    }
+  }
+
+  /**
+   * Queues a reservation's tasks before everything queued while it was held (nothing ran meanwhile): their
+   * lanes first in `ready`, each ahead of a same-saga task queued meanwhile, under the reservation's
+   * sequence number, so isolated tasks queued meanwhile wait for them; their own isolated tasks first too.
+   */
+  private queueAhead(tasks: readonly DeliveryTask[], sequence: number): void {
+    const ahead = new Map<string, DeliveryTask[]>();
+    const isolated: { task: DeliveryTask; after: number }[] = [];
+    for (const task of tasks) {
+      if (task.isolated) isolated.push({ task, after: sequence + 1 });
+      else ahead.set(task.lane, [...(ahead.get(task.lane) ?? []), task]);
+    }
+    for (const [key, lane] of ahead) {
+      this.lanes.set(key, [...lane, ...(this.lanes.get(key) ?? [])]);
+      this.laneSequence.set(key, sequence);
+    }
+    this.ready = [...ahead.keys(), ...this.ready.filter((key) => !ahead.has(key))];
+    this.isolated.unshift(...isolated);
+  }
+
   private pump(): void {
+    if (this.reservation) return;
     while (!this.exclusive && this.running < this.concurrency && this.ready.length > 0 && !this.drainingForIsolated()) {
       const lane = this.ready.shift()!;
       this.running++;

@@ -238,8 +238,9 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   /**
-   * Runs one pass: catch-up, then claim and deliver due timers, then claim and publish due outbox rows;
-   * resolves when every row it claimed was delivered (or given back).
+   * Runs one pass: catch-up, then claim and deliver due timers and, at the same time, claim and publish due
+   * outbox rows (a message a timer of this pass sends goes out with the next pass); resolves when every row
+   * it claimed was delivered (or given back).
    * @throws SagaDispatchError when the pass fails as a whole; its `result` says what it did first.
    */
   runOnce(): Promise<DispatchPassResult> {
@@ -320,9 +321,14 @@ export class SagaDispatcher implements AsyncDisposable {
       if (this.options.verifySchema) await this.options.runtime.verifySchemaOnce();
       await this.writePendingOutcomes();
       result.timers.missed = await this.applyCatchUp(now);
-      await this.claimAndFireTimers(now, signal, result.timers);
-      // A stopping dispatcher claims no more outbox rows only to release them again.
-      if (this.options.publish && !signal?.aborted) await this.claimAndPublish(signal, result.outbox);
+      // The outbox is claimed while the timers are, not after their deliveries: one round trip less per pass.
+      // A message a timer of this pass sends is published by the next pass, which starts at once (this one
+      // claimed something). A stopping dispatcher claims no more outbox rows only to release them again.
+      const timers = this.claimAndFireTimers(now, signal, result.timers);
+      const outbox = this.options.publish && !signal?.aborted ? this.claimAndPublish(signal, result.outbox) : undefined;
+      const [timersDone, outboxDone] = await Promise.allSettled([timers, outbox]);
+      if (timersDone.status === 'rejected') throw timersDone.reason;
+      if (outboxDone.status === 'rejected') throw outboxDone.reason;
     } catch (error) {
       throw new SagaDispatchError(result, error);
     }
@@ -340,28 +346,46 @@ export class SagaDispatcher implements AsyncDisposable {
     await this.pool.submit(rows.map((timer) => this.task(table, timer, signal, counts, () => this.fire(timer, counts))));
   }
 
+  /**
+   * Claims due outbox rows and publishes them. When the pool is idle, the claim holds all its slots and
+   * marks started, in the claim statement itself, the rows that then start at once (the head of each
+   * saga's lane, up to `concurrency`), instead of a start-mark statement of their own.
+   */
   private async claimAndPublish(signal: AbortSignal | undefined, counts: Mutable<DispatchPassResult['outbox']>) {
     const table = DISPATCH_TABLES.outbox;
     const at = this.options.clock.now();
     const leaseUntil = new Date(at.getTime() + this.options.leaseMs);
-    const { rows, undecodable } = await claimDueOutboxRows(
-      this.context,
-      at,
-      leaseUntil,
-      this.options.batchSize,
-      this.claimGuard(table, at),
-    );
+    const reservation = this.pool.reserve();
+    const startAtClaim = reservation && { upTo: this.options.concurrency, maxAttempts: this.options.maxAttempts };
+    let claimed: Awaited<ReturnType<typeof claimDueOutboxRows>>;
+    try {
+      claimed = await claimDueOutboxRows(this.context, at, leaseUntil, this.options.batchSize, this.claimGuard(table, at), startAtClaim);
+    } catch (error) {
+      if (reservation) this.pool.release(reservation);
+      throw error;
+    }
+    const { rows, undecodable } = claimed;
     counts.claimed = rows.length + undecodable.length;
     if (counts.claimed > 0) {
       this.emit('claimed', { table, ids: [...rows.map((r) => r.envelope.id), ...undecodable.map((r) => r.id)], at, leaseUntil });
     }
-    await this.retireUndecodable(undecodable, counts);
-    const held = rows.map((row) => ({ row, claim: { ...row.envelope, id: row.envelope.id, token: row.token, lastError: row.lastError } }));
+    // The rows started by the claim go first: they are the heads of their lanes, and start before submit returns.
+    const ordered = [...rows.filter((row) => row.startedAtClaim), ...rows.filter((row) => !row.startedAtClaim)];
+    const held = ordered.map((row) => ({
+      row,
+      claim: { ...row.envelope, id: row.envelope.id, token: row.token, lastError: row.lastError },
+    }));
     this.leases.hold(
       table,
       held.map((h) => h.claim),
     );
-    await this.pool.submit(held.map(({ row, claim }) => this.task(table, claim, signal, counts, () => this.publishOne(row, counts))));
+    const delivered = this.pool.submit(
+      held.map(({ row, claim }) => this.task(table, claim, signal, counts, () => this.publishOne(row, counts), row.startedAtClaim)),
+      reservation,
+    );
+    // After the submit: rows the claim marked started must not wait on these statements.
+    await this.retireUndecodable(undecodable, counts);
+    await delivered;
   }
 
   /**
@@ -381,7 +405,8 @@ export class SagaDispatcher implements AsyncDisposable {
   /**
    * Wraps one held row's delivery for the pool. Rows of one saga share a lane. A row whose last delivery
    * died with its process is delivered alone: if it kills this process too, it takes no other delivery
-   * with it, and only it is charged for the lost lease.
+   * with it, and only it is charged for the lost lease. A row the claim marked started is delivered even
+   * when the dispatcher is stopping meanwhile: it started.
    */
   private task(
     table: DispatchTable,
@@ -389,12 +414,13 @@ export class SagaDispatcher implements AsyncDisposable {
     signal: AbortSignal | undefined,
     counts: Counts,
     deliver: () => Promise<void>,
+    startedAtClaim = false,
   ): DeliveryTask {
     return {
       lane: `${table}\u0000${row.sagaType}\u0000${row.sagaId}`,
       isolated: diedWithItsDispatcher(row.lastError),
       run: async () => {
-        if (!signal?.aborted) return deliver();
+        if (!signal?.aborted || startedAtClaim) return deliver();
         counts.released++;
         await this.giveBack(table, row);
       },
@@ -439,7 +465,7 @@ export class SagaDispatcher implements AsyncDisposable {
     const { envelope } = claimed;
     const row: HeldRow = { ...envelope, token: claimed.token, lastError: claimed.lastError };
     const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
-    if (!(await this.startDelivery(DISPATCH_TABLES.outbox, row, what, counts))) return;
+    if (!claimed.startedAtClaim && !(await this.startDelivery(DISPATCH_TABLES.outbox, row, what, counts))) return;
     try {
       await this.withTimeout(() => this.options.publish!(envelope), envelope.correlationId);
     } catch (error) {

@@ -22,9 +22,12 @@ export const ERROR_TEXT_LIMIT = 2_000;
 /** The `last_error` a claim records when it takes over a row whose started delivery lost its lease. */
 export const LEASE_EXPIRED_ERROR = 'LeaseExpired: the dispatcher delivering it stopped before finishing (crash or kill)';
 
+/** How {@link LEASE_EXPIRED_ERROR} begins: a `last_error` beginning so marks a delivery that died with its dispatcher. */
+const LEASE_EXPIRED_PREFIX = 'LeaseExpired:';
+
 /** Whether `lastError` says the row's last delivery died with its dispatcher. */
 export function diedWithItsDispatcher(lastError: string | null | undefined): boolean {
-  return lastError?.startsWith('LeaseExpired:') ?? false;
+  return lastError?.startsWith(LEASE_EXPIRED_PREFIX) ?? false;
 }
 
 /** Properties a claim returns, per table; rows come back keyed by property name. */
@@ -81,6 +84,17 @@ export interface ClaimGuard {
 const EXCLUDE_LIMIT = 500;
 
 /**
+ * Deliveries a claim marks started itself (`delivery_started_at = now`), saving the start mark's own
+ * statement: only for a claimer that starts those rows at once, with no other delivery ahead of them.
+ */
+export interface StartAtClaim {
+  /** Most rows marked: the delivery slots that are free (and held free) for this claim. */
+  readonly upTo: number;
+  /** Rows with this many attempts or more are retired without a delivery, so never marked. */
+  readonly maxAttempts: number;
+}
+
+/**
  * Claims up to `limit` due rows (`available_at <= now`, not leased), oldest first, in ONE statement: each
  * claimed row gets a new token, `locked_until = leaseUntil`, and no delivery start. On PostgreSQL the due
  * subquery skips rows other claims hold locked (`FOR UPDATE SKIP LOCKED`), so dispatchers take disjoint
@@ -92,6 +106,12 @@ const EXCLUDE_LIMIT = 500;
  * delivery started `guard.startedBefore` or earlier, and is then charged that lost delivery as a failed
  * attempt, with {@link LEASE_EXPIRED_ERROR}. A row whose claim ran out before its delivery started is taken
  * over free. Rows in `guard.exclude` are left alone.
+ *
+ * With `startAtClaim`, the claim also marks started, at `now`, the rows a delivery pool with `upTo` free
+ * slots starts at once: the first row of each saga instance in the batch (the head of its lane), oldest
+ * first, up to `upTo` of them, leaving unmarked the rows delivered alone (their last delivery died with its
+ * dispatcher, or this claim charges them that) and the rows out of attempts. Those come back with
+ * `deliveryStartedAt` set; every other row with it null.
  * @returns the claimed rows keyed by property name, in no particular order.
  */
 export function claimDueRows(
@@ -101,22 +121,54 @@ export function claimDueRows(
   leaseUntil: Date,
   limit: number,
   guard: ClaimGuard = {},
+  startAtClaim?: StartAtClaim,
 ) {
   const { name, c } = shared(db, table);
   const columns = db.tables[table].column as Record<string, string>;
   const lost = `${c.lockedUntil} is not null and ${c.deliveryStartedAt} is not null`;
   const exclude = (guard.exclude ?? []).slice(0, EXCLUDE_LIMIT);
   const notHeld = exclude.length > 0 ? ` and ${c.id} not in (${placeholders(exclude.length)})` : '';
+  const returning = `returning ${[...CLAIMED[table], ...(startAtClaim ? ['deliveryStartedAt'] : [])]
+    .map((p) => `${columns[p]} as "${p}"`)
+    .join(', ')}`;
+  const charge = `${c.attempts} = ${c.attempts} + (case when ${lost} then 1 else 0 end),
+       ${c.lastError} = case when ${lost} then '${LEASE_EXPIRED_ERROR}' else ${c.lastError} end`;
+  const pick = `select ${c.id} from ${name} where ${due(db, table)}${notHeld} order by ${c.availableAt}, ${c.id} limit ?${
+    db.dialect.supportsSkipLocked ? ' for update skip locked' : ''
+  }`;
+  const dueParams = [now, now, guard.startedBefore ?? now, ...exclude, limit];
+  if (!startAtClaim) {
+    return queryRows<Record<string, unknown>>(
+      db.autocommit,
+      `update ${name} set ${c.token} = ${db.dialect.newTokenSql}, ${c.lockedUntil} = ?, ${c.deliveryStartedAt} = null, ${charge}
+       where ${c.id} in (${pick})
+       ${returning}`,
+      [leaseUntil, ...dueParams],
+    );
+  }
+  // "picked" reads every column before the update: whether the claim charges a lost delivery, and the
+  // last error, decide which rows are delivered alone (the dispatcher's diedWithItsDispatcher()).
+  const picked = pick.replace(
+    `select ${c.id} from`,
+    `select ${c.id}, ${c.sagaType} as "st", ${c.sagaId} as "si", ${c.availableAt} as "av", ${c.attempts} as "at",
+       case when ${lost} then 1 else 0 end as "lost", ${c.lastError} as "le" from`,
+  );
   return queryRows<Record<string, unknown>>(
     db.autocommit,
-    `update ${name} set ${c.token} = ${db.dialect.newTokenSql}, ${c.lockedUntil} = ?, ${c.deliveryStartedAt} = null,
-       ${c.attempts} = ${c.attempts} + (case when ${lost} then 1 else 0 end),
-       ${c.lastError} = case when ${lost} then '${LEASE_EXPIRED_ERROR}' else ${c.lastError} end
-     where ${c.id} in (select ${c.id} from ${name} where ${due(db, table)}${notHeld} order by ${c.availableAt}, ${c.id} limit ?${
-       db.dialect.supportsSkipLocked ? ' for update skip locked' : ''
-     })
-     returning ${CLAIMED[table].map((p) => `${columns[p]} as "${p}"`).join(', ')}`,
-    [leaseUntil, now, now, guard.startedBefore ?? now, ...exclude, limit],
+    `with "picked" as (${picked}),
+     "lanes" as (
+       select ${c.id}, "av", "at", row_number() over (partition by "st", "si" order by "av", ${c.id}) as "in_lane" from "picked"
+       where "lost" = 0 and ("le" is null or substr("le", 1, ${LEASE_EXPIRED_PREFIX.length}) <> '${LEASE_EXPIRED_PREFIX}')),
+     "starting" as (
+       select ${c.id} from (select ${c.id}, "at", row_number() over (order by "av", ${c.id}) as "head" from "lanes" where "in_lane" = 1) as "heads"
+       where "head" <= ? and "at" < ?)
+     update ${name} set ${c.token} = ${db.dialect.newTokenSql}, ${c.lockedUntil} = ?,
+       ${c.deliveryStartedAt} = case when ${c.id} in (select ${c.id} from "starting") then coalesce(?, ${c.deliveryStartedAt}) else null end,
+       ${charge}
+     where ${c.id} in (select ${c.id} from "picked")
+     ${returning}`,
+    // coalesce() gives the parameter the column's type (PostgreSQL types a CASE of parameters as text).
+    [...dueParams, startAtClaim.upTo, startAtClaim.maxAttempts, leaseUntil, now],
   );
 }
 
