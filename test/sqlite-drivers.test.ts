@@ -4,8 +4,9 @@
 // (`@mikro-orm/better-sqlite` on 6, `@mikro-orm/sqlite` on 7) waits synchronously, the event loop standing still.
 import type { MikroORM, Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
+import { dialectOf } from '../src/dialect/dialect-adapter.js';
 import { isInfrastructureFault } from '../src/dispatcher/infrastructure-fault.js';
-import { isDriverException, ORM_MAJOR, queryRows } from '../src/orm/index.js';
+import { isDriverException, ORM_MAJOR, platformNames, queryRows } from '../src/orm/index.js';
 import { DIALECTS, isSqlite, waitsForLocksSynchronously } from './support/databases.js';
 import { useDatabase } from './support/suite.js';
 
@@ -48,6 +49,12 @@ for (const dialect of DIALECTS.filter(isSqlite)) {
       opened.push(orm);
       return orm;
     };
+
+    it('opens the driver the dialect names, which the library takes for SQLite', () => {
+      const platform = dialect === 'better-sqlite' ? 'BetterSqlitePlatform' : 'SqlitePlatform';
+      expect(platformNames(db().orm.em)[0]).toBe(platform);
+      expect(dialectOf(db().orm.em)).toMatchObject({ name: 'sqlite', supportsSkipLocked: false, commitCanFailAfterApplying: false });
+    });
 
     it('the default busy timeout: 1,000 ms with node-sqlite3, 5,000 ms with better-sqlite3', async () => {
       expect(await busyTimeoutOf(await open())).toBe(waitsForLocksSynchronously(dialect) ? 5_000 : 1_000);
