@@ -46,7 +46,12 @@ export function parseDialect(name: string | undefined): DialectName | undefined 
 }
 
 // Loaded only on 6: the MikroORM 7 leg resolves every `@mikro-orm/*` import from its own folder, which lacks it.
-const BetterSqliteDriver = LOADED_ORM_MAJOR === 6 ? (await import('@mikro-orm/better-sqlite')).BetterSqliteDriver : undefined;
+// The name is a variable so that vite does not resolve it when it transforms this file (on 7 that fails).
+const BETTER_SQLITE_PACKAGE = '@mikro-orm/better-sqlite';
+const BetterSqliteDriver =
+  LOADED_ORM_MAJOR === 6
+    ? ((await import(BETTER_SQLITE_PACKAGE)) as typeof import('@mikro-orm/better-sqlite')).BetterSqliteDriver
+    : undefined;
 
 /** The MikroORM driver class for a SQLite dialect. */
 function sqliteDriver(dialect: 'sqlite' | 'better-sqlite'): Options['driver'] {
