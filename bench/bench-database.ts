@@ -69,7 +69,7 @@ export async function createBenchDatabase(dialect: DialectName, journal: 'wal' |
   const orm = await MikroORM.init(connectionOptions(dialect, location, [ScriptedSaga]));
   await migrateUp(orm);
   await updateSchema(orm);
-  if (dialect === 'sqlite') await queryRows(orm.em, `pragma journal_mode = ${journal}`, []);
+  if (dialect !== 'postgresql') await queryRows(orm.em, `pragma journal_mode = ${journal}`, []);
   return {
     dialect,
     location,

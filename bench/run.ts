@@ -19,10 +19,11 @@ import { BENCH_SETTINGS, POSTGRES_URL, RESULTS_FILE, SHORT } from './bench-setti
 import { type BenchStep, BOTH_MAJORS_STEPS, measureSteps, mikroOrm7Figures, ORM_VERSION } from './both-majors.js';
 import { formatTable } from './figure-stats.js';
 import { outboxRelayFigures } from './outbox-relay.js';
+import { sagaStepFigures } from './saga-step.js';
 import { sqliteProcessFigures } from './sqlite-processes.js';
 
 const started = Date.now();
-const { reps, relayRows, sqliteTimers } = BENCH_SETTINGS;
+const { reps, relayRows, sqliteTimers, stepMessages } = BENCH_SETTINGS;
 const log = (line: string) => console.info(line);
 if (!(await postgresReachable())) {
   console.error(`PostgreSQL is not reachable at ${POSTGRES_URL} (set DATABASE_URL): every PostgreSQL figure needs it.`);
@@ -35,6 +36,10 @@ log(`${SHORT ? 'SHORT run (smoke test, not a measurement)' : 'full run'}: ${reps
 const allSteps: BenchStep[] = [
   ['outbox relay', () => outboxRelayFigures(reps, relayRows)],
   ...BOTH_MAJORS_STEPS,
+  // `@mikro-orm/better-sqlite` exists for MikroORM 6 only (7's `@mikro-orm/sqlite` is itself better-sqlite3).
+  ...(ORM_VERSION.startsWith('7.')
+    ? []
+    : [['saga step, SQLite (better-sqlite)', () => sagaStepFigures('better-sqlite', reps, stepMessages)] as const]),
   ...(ORM_VERSION.startsWith('7.') ? [] : [['MikroORM 7: timer firing and saga step', mikroOrm7Figures] as const]),
   ['SQLite processes', () => sqliteProcessFigures(reps, sqliteTimers, log)],
 ];

@@ -51,4 +51,11 @@ describe.runIf(LOADED_ORM_MAJOR === 6)('the npm tarball in a separate MikroORM a
   };
 
   itWorksInTheApp(runApp, expectWorks, 'reflect');
+
+  // `@mikro-orm/better-sqlite` exists for MikroORM 6 only (docs/integration.md "Which SQLite driver").
+  it('works on SQLite through @mikro-orm/better-sqlite (better-sqlite3)', async () => {
+    const result = await runApp('better-sqlite', 'reflect', 'better.sqlite');
+    expectWorks(result);
+    expect(result.platform).toBe('BetterSqlitePlatform');
+  });
 });

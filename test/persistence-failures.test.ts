@@ -6,7 +6,7 @@ import { defineSaga, SagaPersistenceError, SagaRuntime, SagaSchemaError, SagaSta
 import { isDriverException, pgConnectionOptions } from '../src/orm/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
-import { createTestDatabase, DIALECTS, type TestDatabase } from './support/databases.js';
+import { connectionOptions, createTestDatabase, DIALECTS, isSqlite, type TestDatabase } from './support/databases.js';
 import { refuseInserts, rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
@@ -227,10 +227,11 @@ describe('an unreachable database is DATABASE_UNREACHABLE, naming where and how 
     expect((error as SagaPersistenceError).details.waitedMs).toBe(waited);
   });
 
-  it('sqlite: a database file that cannot be opened is named', async () => {
-    const { SqliteDriver } = await import('@mikro-orm/sqlite');
-    const error = await handleOn({ driver: SqliteDriver, dbName: '/nonexistent-saga-dir/app.sqlite' });
-    expect(error).toMatchObject({ code: 'DATABASE_UNREACHABLE' });
-    expect((error as Error).message).toContain("the SQLite database '/nonexistent-saga-dir/app.sqlite'");
-  });
+  for (const dialect of DIALECTS.filter(isSqlite))
+    it(`${dialect}: a database file that cannot be opened is named`, async () => {
+      const file = '/nonexistent-saga-dir/app.sqlite';
+      const error = await handleOn({ driver: connectionOptions(dialect, file, []).driver, dbName: file });
+      expect(error).toMatchObject({ code: 'DATABASE_UNREACHABLE' });
+      expect((error as Error).message).toContain(`the SQLite database '${file}'`);
+    });
 });

@@ -17,7 +17,8 @@ const NETWORK_CODES = new Set([
   'ENOTFOUND',
   'EAI_AGAIN',
 ]);
-// SQLite result codes of a busy, locked, full or unreadable database file.
+// SQLite result codes of a busy, locked, full or unreadable database file. node-sqlite3 reports these primary
+// codes; better-sqlite3 reports extended ones (`SQLITE_IOERR_WRITE`, `SQLITE_BUSY_SNAPSHOT`), matched by their prefix.
 const SQLITE_CODES = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_IOERR', 'SQLITE_CANTOPEN', 'SQLITE_FULL', 'SQLITE_NOMEM']);
 // node-postgres raises these without a code when the socket closes under a query; MikroORM wraps them
 // in a plain DriverException (its PostgreSQL converter maps no connection errors).
@@ -53,7 +54,12 @@ export function isInfrastructureFault(error: unknown): boolean {
 function isServerSide(error: DriverException): boolean {
   if (isConnectionOrLockError(error)) return true;
   const code = typeof error.code === 'string' ? error.code : '';
-  if (NETWORK_CODES.has(code) || SQLITE_CODES.has(code)) return true;
+  if (NETWORK_CODES.has(code) || SQLITE_CODES.has(sqlitePrimaryCode(code))) return true;
   if (/^[0-9A-Z]{5}$/.test(code) && SERVER_SQLSTATE_CLASSES.has(code.slice(0, 2))) return true;
   return LOST_CONNECTION.test(error.message);
+}
+
+/** The primary result code of a SQLite result code (`SQLITE_IOERR_WRITE` → `SQLITE_IOERR`); other codes unchanged. */
+function sqlitePrimaryCode(code: string): string {
+  return /^SQLITE_[A-Z]+/.exec(code)?.[0] ?? code;
 }

@@ -1,6 +1,7 @@
 // A separate MikroORM application that installs mikro-orm-saga from its npm tarball (see test/package.test.ts).
 // It only imports the package's public entry points, so it type-checks against the published .d.ts files.
 // A MikroORM 6 app with 6's decorators (test/package-app-v7 is the MikroORM 7 app).
+import { BetterSqliteDriver } from '@mikro-orm/better-sqlite';
 import { Entity, MikroORM, type Options, Property } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
 import { PostgreSqlDriver } from '@mikro-orm/postgresql';
@@ -47,9 +48,10 @@ const subscriptionSaga = defineSaga<SubscriptionSaga, SubscriptionMessage>({
   },
 });
 
-// argv: dialect, metadata provider, database location, and where migrations come from: `list` (the
-// library's `migrationsList` alone) or `folder` (the app's own folder, which holds its migration and one
-// re-export file per library migration; see docs/migrations.md).
+// argv: dialect (`postgresql`, `sqlite`, or `better-sqlite`: SQLite through @mikro-orm/better-sqlite), metadata
+// provider, database location, and where migrations come from: `list` (the library's `migrationsList` alone) or
+// `folder` (the app's own folder, which holds its migration and one re-export file per library migration; see
+// docs/migrations.md).
 const [dialect = 'sqlite', provider = 'reflect', location = 'app.sqlite', source = 'list'] = process.argv.slice(2);
 const sagaDialect = dialect === 'postgresql' ? 'postgresql' : 'sqlite';
 const discoveryLog: string[] = [];
@@ -68,7 +70,7 @@ const common = {
 const options: Options =
   dialect === 'postgresql'
     ? { ...common, driver: PostgreSqlDriver, clientUrl: location }
-    : { ...common, driver: SqliteDriver, dbName: location };
+    : { ...common, driver: dialect === 'better-sqlite' ? BetterSqliteDriver : SqliteDriver, dbName: location };
 
 const orm = await MikroORM.init(options);
 try {
@@ -111,6 +113,7 @@ try {
       appNotes,
       listed,
       schemaProblems,
+      platform: orm.em.getPlatform().constructor.name,
     }),
   );
 } finally {

@@ -10,11 +10,55 @@ import { inject } from 'vitest';
 import { SAGA_MIGRATIONS } from '../../migrations/index.js';
 import { SAGA_ENTITIES } from '../../src/index.js';
 import { migrateUp, updateSchema } from '../../src/orm/index.js';
+import { LOADED_ORM_MAJOR } from './orm-leg.js';
 import { adminQuery, withDatabase } from './postgres-server.js';
 
-/** The databases every behaviour suite runs on. */
-export const DIALECTS = ['postgresql', 'sqlite'] as const;
-export type DialectName = (typeof DIALECTS)[number];
+/**
+ * The databases and drivers the behaviour suites run on: PostgreSQL, SQLite through `@mikro-orm/sqlite`, and on
+ * MikroORM 6 SQLite through `@mikro-orm/better-sqlite` (better-sqlite3). MikroORM 7 has no `@mikro-orm/better-sqlite`:
+ * its `@mikro-orm/sqlite` is itself built on better-sqlite3.
+ */
+export type DialectName = 'postgresql' | 'sqlite' | 'better-sqlite';
+export const DIALECTS: readonly DialectName[] =
+  LOADED_ORM_MAJOR === 6 ? ['postgresql', 'sqlite', 'better-sqlite'] : ['postgresql', 'sqlite'];
+
+/** Whether `dialect` is a SQLite file (through either driver). */
+export function isSqlite(dialect: DialectName): dialect is 'sqlite' | 'better-sqlite' {
+  return dialect !== 'postgresql';
+}
+
+/**
+ * Whether a statement waiting for a locked SQLite file blocks the whole process (better-sqlite3 waits
+ * synchronously in the busy handler): `@mikro-orm/better-sqlite` on 6, `@mikro-orm/sqlite` on 7.
+ */
+export function waitsForLocksSynchronously(dialect: DialectName): boolean {
+  return dialect === 'better-sqlite' || (dialect === 'sqlite' && LOADED_ORM_MAJOR >= 7);
+}
+
+/** The library's name for the database behind `dialect` (its migrations set, `sagaMigration`'s argument). */
+export function sagaDialectOf(dialect: DialectName): 'postgresql' | 'sqlite' {
+  return dialect === 'postgresql' ? 'postgresql' : 'sqlite';
+}
+
+/** Parses a dialect named on a child process's command line. */
+export function parseDialect(name: string | undefined): DialectName | undefined {
+  return ['postgresql', 'sqlite', 'better-sqlite'].includes(name ?? '') ? (name as DialectName) : undefined;
+}
+
+// Loaded only on 6: the MikroORM 7 leg resolves every `@mikro-orm/*` import from its own folder, which lacks it.
+// The name is a variable so that vite does not resolve it when it transforms this file (on 7 that fails).
+const BETTER_SQLITE_PACKAGE = '@mikro-orm/better-sqlite';
+const BetterSqliteDriver =
+  LOADED_ORM_MAJOR === 6
+    ? ((await import(BETTER_SQLITE_PACKAGE)) as typeof import('@mikro-orm/better-sqlite')).BetterSqliteDriver
+    : undefined;
+
+/** The MikroORM driver class for a SQLite dialect. */
+function sqliteDriver(dialect: 'sqlite' | 'better-sqlite'): Options['driver'] {
+  if (dialect === 'sqlite') return SqliteDriver;
+  if (!BetterSqliteDriver) throw new Error('@mikro-orm/better-sqlite exists for MikroORM 6 only');
+  return BetterSqliteDriver;
+}
 
 /** An entity a test registers: a class (its EntitySchema or decorators map it) or an EntitySchema. */
 export type TestEntity = EntityClass<AnyEntity> | EntitySchema;
@@ -49,7 +93,7 @@ export function connectionOptions(dialect: DialectName, location: string, entiti
       }
     : {
         ...common,
-        driver: SqliteDriver,
+        driver: sqliteDriver(dialect),
         dbName: location,
         migrations: { migrationsList: [...SAGA_MIGRATIONS.sqlite], snapshot: false, silent: true },
       };
@@ -78,7 +122,7 @@ export async function createEmptyDatabase(dialect: DialectName): Promise<EmptyDa
     location,
     async drop() {
       await rm(location, { force: true });
-      await rm(`${location}-journal`, { force: true });
+      for (const suffix of ['-journal', '-wal', '-shm']) await rm(`${location}${suffix}`, { force: true });
     },
   };
 }

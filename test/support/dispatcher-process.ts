@@ -1,7 +1,7 @@
 /**
  * A dispatcher in a process of its own, with its own MikroORM instance, for the process-level tests.
  *
- *   node --import tsx test/support/dispatcher-process.ts <mode> <postgresql|sqlite> <url or file> [options JSON]
+ *   node --import tsx test/support/dispatcher-process.ts <mode> <postgresql|sqlite|better-sqlite> <url or file> [options JSON]
  *
  * Every mode prints JSON lines on stdout.
  * mode `drain`: runs passes until one claims nothing; prints one `claim` line per claimed timer and a final
@@ -22,7 +22,7 @@ import { MikroORM } from '@mikro-orm/core';
 import { type Clock, SagaDispatcher, SagaRuntime, silentLogger, systemClock } from '../../src/index.js';
 import { pgConnectionOptions } from '../../src/orm/index.js';
 import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '../fixtures/scripted-saga.js';
-import { connectionOptions, type DialectName } from './databases.js';
+import { connectionOptions, parseDialect } from './databases.js';
 
 /** Options a parent passes as the last argument (JSON). */
 export interface ChildOptions {
@@ -37,9 +37,10 @@ export interface ChildOptions {
   readonly pauseAfterPasses?: readonly number[];
 }
 
-const [mode, dialect, location, json] = process.argv.slice(2);
-if (!location || !['drain', 'hang', 'poison'].includes(mode ?? '') || !['postgresql', 'sqlite'].includes(dialect ?? '')) {
-  console.error('usage: dispatcher-process.ts <drain|hang|poison> <postgresql|sqlite> <url or file> [options JSON]');
+const [mode, dialectArg, location, json] = process.argv.slice(2);
+const dialect = parseDialect(dialectArg);
+if (!location || !['drain', 'hang', 'poison'].includes(mode ?? '') || !dialect) {
+  console.error('usage: dispatcher-process.ts <drain|hang|poison> <postgresql|sqlite|better-sqlite> <url or file> [options JSON]');
   process.exit(2);
 }
 const options = JSON.parse(json ?? '{}') as ChildOptions;
@@ -49,7 +50,7 @@ const options = JSON.parse(json ?? '{}') as ChildOptions;
  * of times instead of failing the process before it dispatched anything.
  */
 async function openOrm(): Promise<MikroORM> {
-  const config = connectionOptions(dialect as DialectName, location!, [ScriptedSaga]);
+  const config = connectionOptions(dialect!, location!, [ScriptedSaga]);
   const pool = dialect === 'postgresql' ? { pool: { min: 0, max: (options.concurrency ?? 10) + 3 } } : {};
   const named = options.applicationName ? { driverOptions: pgConnectionOptions({ applicationName: options.applicationName }) } : {};
   for (let attempt = 1; ; attempt++) {

@@ -9,14 +9,15 @@
 import { MikroORM } from '@mikro-orm/core';
 import { SagaRuntime } from '../../src/index.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
-import { connectionOptions, type DialectName } from './databases.js';
+import { connectionOptions, parseDialect } from './databases.js';
 
-const [dialect, location, prefix, messages, sagas] = process.argv.slice(2);
-if (!location || !prefix || !(Number(messages) > 0) || !(Number(sagas) > 0)) {
-  console.error('usage: handler-process.ts <postgresql|sqlite> <location> <prefix> <messages> <sagas>');
+const [dialectArg, location, prefix, messages, sagas] = process.argv.slice(2);
+const dialect = parseDialect(dialectArg);
+if (!dialect || !location || !prefix || !(Number(messages) > 0) || !(Number(sagas) > 0)) {
+  console.error('usage: handler-process.ts <postgresql|sqlite|better-sqlite> <location> <prefix> <messages> <sagas>');
   process.exit(2);
 }
-const orm = await MikroORM.init(connectionOptions(dialect as DialectName, location, [ScriptedSaga]));
+const orm = await MikroORM.init(connectionOptions(dialect, location, [ScriptedSaga]));
 const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], concurrency: { maxAttempts: 1_000 } });
 const counts: Record<string, number> = {};
 const queue = Array.from({ length: Number(messages) }, (_, i) => i);

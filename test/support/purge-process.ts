@@ -8,14 +8,15 @@
 import { MikroORM } from '@mikro-orm/core';
 import { SagaOperations } from '../../src/operations/index.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
-import { connectionOptions, type DialectName } from './databases.js';
+import { connectionOptions, parseDialect } from './databases.js';
 
-const [dialect, location, cutoff, batchSize] = process.argv.slice(2);
-if (!location || !cutoff || !(Number(batchSize) > 0)) {
-  console.error('usage: purge-process.ts <postgresql|sqlite> <location> <cutoff ISO> <batch size>');
+const [dialectArg, location, cutoff, batchSize] = process.argv.slice(2);
+const dialect = parseDialect(dialectArg);
+if (!dialect || !location || !cutoff || !(Number(batchSize) > 0)) {
+  console.error('usage: purge-process.ts <postgresql|sqlite|better-sqlite> <location> <cutoff ISO> <batch size>');
   process.exit(2);
 }
-const orm = await MikroORM.init(connectionOptions(dialect as DialectName, location, [ScriptedSaga]));
+const orm = await MikroORM.init(connectionOptions(dialect, location, [ScriptedSaga]));
 const ops = new SagaOperations({ em: orm.em, sagas: [scriptedSaga] });
 const before = new Date(cutoff);
 const report = await ops.purge({ dispatchedBefore: before, completedSagasBefore: before, batchSize: Number(batchSize) });

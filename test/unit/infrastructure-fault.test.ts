@@ -20,6 +20,9 @@ describe('isInfrastructureFault', () => {
     ['a connection that closed under a query (no code)', new DriverException(driverError('Connection terminated unexpectedly'))],
     ['a reset socket', new DriverException(driverError('read ECONNRESET', 'ECONNRESET'))],
     ['a locked SQLite file', new LockWaitTimeoutException(driverError('SQLITE_BUSY: database is locked', 'SQLITE_BUSY'))],
+    // better-sqlite3 (`@mikro-orm/better-sqlite`, MikroORM 7's `@mikro-orm/sqlite`) reports extended result codes.
+    ['a failed write to the SQLite file (better-sqlite3)', new DriverException(driverError('disk I/O error', 'SQLITE_IOERR_WRITE'))],
+    ['a stale WAL snapshot (better-sqlite3)', new DriverException(driverError('database is locked', 'SQLITE_BUSY_SNAPSHOT'))],
     ['a connection MikroORM classified', new ConnectionException(driverError('unable to open database file'))],
     ['knex finding no pooled connection in time', Object.assign(new Error('Timeout acquiring a connection'), { name: 'KnexTimeoutError' })],
     // MikroORM 7 wraps pg-pool's acquire timeout in a DriverException with no code (regression: it was charged).
@@ -47,6 +50,10 @@ describe('isInfrastructureFault', () => {
     // A step's own HTTP call failing is the step's failure, even with a socket error code.
     ['a step whose fetch was reset', new TypeError('fetch failed', { cause: driverError('read ECONNRESET', 'ECONNRESET') })],
     ['a constraint the write broke', persistenceFailure(new UniqueConstraintViolationException(driverError('duplicate key', '23505')))],
+    [
+      'a unique constraint under better-sqlite3',
+      persistenceFailure(new UniqueConstraintViolationException(driverError('UNIQUE constraint failed: t.k', 'SQLITE_CONSTRAINT_UNIQUE'))),
+    ],
     ['a statement error', persistenceFailure(new DriverException(driverError('column "x" does not exist', '42703')))],
     ['a step error carrying a SagaError code of its own', new SagaPersistenceError('PERSISTENCE_FAILED', 'writing the effects failed')],
     ['not an error at all', 'a string'],
