@@ -28,10 +28,10 @@ import { type AnySagaDefinition, type HandleTarget, type RegisteredSaga, readSte
 import { stateValuesCheckFor } from './state-values.js';
 import { labelOf, nameProblem } from './stored-text.js';
 import { classifyFailure, type FailureContext, RetryableConflict } from './unit-of-work/classify-failure.js';
+import { DEFAULT_GROUP_MAX_GROUPS, DEFAULT_GROUP_MAX_UNITS, GroupCommit, type UnitWrite } from './unit-of-work/group-commit.js';
 import { type IgnoredMessage, loadInstance } from './unit-of-work/load-instance.js';
 import { planTimerRetirement, planWrites } from './unit-of-work/plan-writes.js';
 import { runStep, sealState } from './unit-of-work/run-step.js';
-import { DEFAULT_GROUP_MAX_GROUPS, DEFAULT_GROUP_MAX_UNITS, GroupCommit, type UnitWrite } from './unit-of-work/group-commit.js';
 import type { UnitOfWorkPlan } from './unit-of-work/unit-of-work-plan.js';
 import { runNamed, StaleTimer, type WriteReport, writePlan } from './unit-of-work/write-plan.js';
 
