@@ -11,8 +11,9 @@ import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 import { CommitDroppingProxy } from './support/tcp-proxy.js';
 
-interface GroupMessage {
-  readonly type: 'Start' | 'Do' | 'Tick';
+type GroupMessage = GroupFields & ({ readonly type: 'Start' } | { readonly type: 'Do' } | { readonly type: 'Tick' });
+
+interface GroupFields {
   readonly key?: string;
   readonly inc?: number;
   /** Sets the unique `key` column to this value (another instance's: a unique violation no retry resolves). */
@@ -53,7 +54,7 @@ function groupSaga(gate: StepGate) {
 
 /** Holds the flush of the unit of work on the instance with a given key (inside its group transaction) until released. */
 class FlushHold implements EventSubscriber {
-  private readonly holds = new Map<string, { reached: ReturnType<typeof deferred>; release: ReturnType<typeof deferred> }>();
+  private readonly holds = new Map<string, { reached: ReturnType<typeof deferred<void>>; release: ReturnType<typeof deferred<void>> }>();
   arm(key: string) {
     const hold = { reached: deferred(), release: deferred() };
     this.holds.set(key, hold);

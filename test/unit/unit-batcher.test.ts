@@ -10,7 +10,7 @@ const drain = () => new Promise<void>((resolve) => setImmediate(resolve));
 /** A batch writer that records its batches and waits on a gate per batch (in order) before answering. */
 function gatedWriter(answer: (item: string) => ItemOutcome<string> = (item) => ({ ok: true, value: `${item}!` })) {
   const batches: string[][] = [];
-  const gates: ReturnType<typeof deferred>[] = [];
+  const gates: ReturnType<typeof deferred<void>>[] = [];
   const write = async (items: readonly string[]) => {
     batches.push([...items]);
     const gate = deferred();
