@@ -7,6 +7,7 @@
  *                                       # also measures timer firing and the saga step on 7 (bench/both-majors.ts)
  *   npm run bench -- --short            # every figure once on a few rows (BENCH_SHORT=1 does the same)
  *   BENCH_REPS=5 npm run bench          # more repetitions; BENCH_RELAY_ROWS, BENCH_TIMERS, BENCH_STEPS, BENCH_SQLITE_TIMERS
+ *   npm run bench -- --only timer       # only the steps whose name contains "timer" (repeatable: --only a --only b)
  *   DATABASE_URL=postgres://... npm run bench
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -36,7 +37,9 @@ const steps: BenchStep[] = [
   ...(ORM_VERSION.startsWith('7.') ? [] : [['MikroORM 7: timer firing and saga step', mikroOrm7Figures] as const]),
   ['SQLite processes', () => sqliteProcessFigures(reps, sqliteTimers, log)],
 ];
-const figures = await measureSteps(steps, log);
+const only = process.argv.flatMap((arg, i) => (process.argv[i - 1] === '--only' ? [arg] : []));
+const chosen = only.length === 0 ? steps : steps.filter(([what]) => only.some((part) => what.includes(part)));
+const figures = await measureSteps(chosen, log);
 
 const seconds = Math.round((Date.now() - started) / 1000);
 console.info(`\n${formatTable(figures)}\n\n${figures.filter((f) => f.met).length} of ${figures.length} targets met; ${seconds} s in all`);

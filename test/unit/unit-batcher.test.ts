@@ -1,6 +1,8 @@
 // Group commit's grouping (issue 7 point 6): write phases that arrive while group transactions run go together in the
 // next, bounded in size and in groups at once; each unit learns its own outcome. No database: the batch writer is a stub.
 import { describe, expect, it } from 'vitest';
+import { SagaDefinitionError } from '../../src/errors.js';
+import { resolveRuntimeOptions } from '../../src/saga/saga-runtime.js';
 import { lockOrder } from '../../src/saga/unit-of-work/group-commit.js';
 import { type ItemOutcome, UnitBatcher } from '../../src/saga/unit-of-work/unit-batcher.js';
 import { deferred } from '../support/suite.js';
@@ -108,5 +110,21 @@ describe('lockOrder', () => {
       ['1', 'b_saga', 'id-2'],
     ];
     expect(lockOrder(keys.map((lockKey) => ({ lockKey })))).toEqual([2, 1, 3, 0, 4]);
+  });
+});
+
+describe('the groupCommit option', () => {
+  const em = { fork: () => em } as never;
+  it('defaults to groups of up to 100 units, 2 at once; false turns grouping off', () => {
+    expect(resolveRuntimeOptions({ em, sagas: [] }).groupCommit).toEqual({ maxUnits: 100, maxGroups: 2 });
+    expect(resolveRuntimeOptions({ em, sagas: [], groupCommit: false }).groupCommit).toBe(false);
+    expect(resolveRuntimeOptions({ em, sagas: [], groupCommit: { maxUnits: 10 } }).groupCommit).toEqual({ maxUnits: 10, maxGroups: 2 });
+  });
+
+  it('refuses sizes that are not positive integers, naming the option', () => {
+    for (const groupCommit of [{ maxUnits: 0 }, { maxGroups: 1.5 }, { maxUnits: Number.NaN }, true as never]) {
+      expect(() => resolveRuntimeOptions({ em, sagas: [], groupCommit })).toThrow(SagaDefinitionError);
+      expect(() => resolveRuntimeOptions({ em, sagas: [], groupCommit })).toThrow(/groupCommit/);
+    }
   });
 });
