@@ -7,7 +7,8 @@
  *                                       # also measures timer firing and the saga step on 7 (bench/both-majors.ts)
  *   npm run bench -- --short            # every figure once on a few rows (BENCH_SHORT=1 does the same)
  *   BENCH_REPS=5 npm run bench          # more repetitions; BENCH_RELAY_ROWS, BENCH_TIMERS, BENCH_STEPS, BENCH_SQLITE_TIMERS
- *   npm run bench -- --only timer       # only the steps whose name contains "timer" (repeatable: --only a --only b)
+ *   npm run bench -- --only "timer"     # only the steps whose name starts so (repeatable): "timer firing", "saga step",
+ *                                       # "MikroORM 7", "SQLite processes", "outbox relay"
  *   DATABASE_URL=postgres://... npm run bench
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -38,7 +39,7 @@ const steps: BenchStep[] = [
   ['SQLite processes', () => sqliteProcessFigures(reps, sqliteTimers, log)],
 ];
 const only = process.argv.flatMap((arg, i) => (process.argv[i - 1] === '--only' ? [arg] : []));
-const chosen = only.length === 0 ? steps : steps.filter(([what]) => only.some((part) => what.includes(part)));
+const chosen = only.length === 0 ? steps : steps.filter(([what]) => only.some((start) => what.startsWith(start)));
 const figures = await measureSteps(chosen, log);
 
 const seconds = Math.round((Date.now() - started) / 1000);

@@ -101,7 +101,7 @@ export interface SagaRuntimeOptions {
   readonly groupCommit?:
     | false
     | {
-        /** Most units of work in one group transaction. Default {@link DEFAULT_GROUP_MAX_UNITS} (100). */
+        /** Most units of work in one group transaction. Default {@link DEFAULT_GROUP_MAX_UNITS} (32). */
         readonly maxUnits?: number;
         /** Most group transactions written at once (each holds one connection). Default {@link DEFAULT_GROUP_MAX_GROUPS} (2). */
         readonly maxGroups?: number;

@@ -115,8 +115,8 @@ describe('lockOrder', () => {
 
 describe('the groupCommit option', () => {
   const em = { fork: () => em } as never;
-  it('defaults to groups of up to 100 units, 2 at once; false turns grouping off', () => {
-    expect(resolveRuntimeOptions({ em, sagas: [] }).groupCommit).toEqual({ maxUnits: 100, maxGroups: 2 });
+  it('defaults to groups of up to 32 units, 2 at once; false turns grouping off', () => {
+    expect(resolveRuntimeOptions({ em, sagas: [] }).groupCommit).toEqual({ maxUnits: 32, maxGroups: 2 });
     expect(resolveRuntimeOptions({ em, sagas: [], groupCommit: false }).groupCommit).toBe(false);
     expect(resolveRuntimeOptions({ em, sagas: [], groupCommit: { maxUnits: 10 } }).groupCommit).toEqual({ maxUnits: 10, maxGroups: 2 });
   });

@@ -13,8 +13,12 @@ import { type ItemOutcome, UnitBatcher } from './unit-batcher.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
 import { runNamed, runPlanStatements, type SagaRowTarget, type WriteReport, writePlan } from './write-plan.js';
 
-/** Default of `groupCommit.maxUnits`: most write phases of units of work committed in one transaction. */
-export const DEFAULT_GROUP_MAX_UNITS = 100;
+/**
+ * Default of `groupCommit.maxUnits`: most write phases of units of work committed in one transaction. Below 64 on
+ * purpose: PostgreSQL gives each savepoint that writes a subtransaction id, and a transaction holding more than 64
+ * overflows its cache of them, which makes every other session's snapshots slower.
+ */
+export const DEFAULT_GROUP_MAX_UNITS = 32;
 /** Default of `groupCommit.maxGroups`: most group transactions a runtime writes at once. */
 export const DEFAULT_GROUP_MAX_GROUPS = 2;
 
