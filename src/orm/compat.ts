@@ -133,7 +133,6 @@ export function leaveTransaction(em: EntityManager): void {
 /** The savepoint statements of one unit of work inside a group transaction (same SQL on PostgreSQL and SQLite). */
 export const SAVEPOINT_SQL = {
   set: (name: string) => `savepoint ${name}`,
-  release: (name: string) => `release savepoint ${name}`,
   rollbackTo: (name: string) => `rollback to savepoint ${name}`,
 } as const;
 

@@ -71,20 +71,21 @@ export async function writeGroup(root: EntityManager, units: readonly UnitWrite[
     return units.map(() => failure(error));
   }
   const outcomes: (ItemOutcome<WriteReport> | undefined)[] = units.map(() => undefined);
-  const released: number[] = [];
+  /** The units whose statements all ran: what COMMIT carries. */
+  const carried: number[] = [];
   let broken: { readonly error: unknown } | undefined;
   for (const [position, index] of lockOrder(units).entries()) {
     const written = await writeInSavepoint(group, units[index]!, `saga_unit_${position}`);
     outcomes[index] = written.outcome;
-    if (written.outcome.ok) released.push(index);
+    if (written.outcome.ok) carried.push(index);
     if (written.broke) {
       broken = { error: written.broke };
       break;
     }
   }
-  if (broken || released.length === 0) {
+  if (broken || carried.length === 0) {
     await rollbackUnit(group).catch(() => undefined);
-    // COMMIT was never sent, so nothing of the group was written: a unit that was released (or never reached)
+    // COMMIT was never sent, so nothing of the group was written: a unit that was written (or never reached)
     // learns the failure that ended the transaction; a unit that failed on its own keeps its own error.
     const ended = broken?.error;
     return outcomes.map((outcome) => (outcome && !outcome.ok ? outcome : failure(ended)));
@@ -93,9 +94,9 @@ export async function writeGroup(root: EntityManager, units: readonly UnitWrite[
     await runNamed('commit', undefined, () => commitUnit(group));
   } catch (error) {
     await rollbackUnit(group).catch(() => undefined);
-    // Every released unit gets what a unit alone gets from a failed COMMIT ("outcome unknown" where a COMMIT can
+    // Every unit COMMIT carried gets what a unit alone gets from a failed COMMIT ("outcome unknown" where a COMMIT can
     // fail after applying); the units rolled back to their savepoints were never part of what COMMIT carried.
-    for (const index of released) outcomes[index] = failure(error);
+    for (const index of carried) outcomes[index] = failure(error);
   }
   return outcomes.map((outcome) => outcome ?? failure(new Error('unit not written')));
 }
@@ -119,7 +120,7 @@ interface SavepointWrite {
 }
 
 /**
- * Runs one unit's statements between SAVEPOINT and RELEASE on the group's transaction. When a statement fails,
+ * Runs one unit's statements after a SAVEPOINT of its own on the group's transaction. When a statement fails,
  * ROLLBACK TO SAVEPOINT undoes the unit's statements (on PostgreSQL it also makes the transaction usable again)
  * and the unit fails alone. When a savepoint statement itself fails, the transaction is unusable: `broke`.
  */
@@ -132,24 +133,18 @@ async function writeInSavepoint(group: EntityManager, unit: UnitWrite, name: str
     } catch (error) {
       return { outcome: failure(error), broke: error };
     }
-    let report: WriteReport;
     try {
-      report = await runPlanStatements(unit.em, unit.plan, unit.target);
+      // No RELEASE after success: a round trip per unit saved. The savepoints of a group nest instead, which
+      // changes nothing for COMMIT, and ROLLBACK TO a later one leaves the earlier units' statements in place.
+      return { outcome: { ok: true, value: await runPlanStatements(unit.em, unit.plan, unit.target) } };
     } catch (error) {
       try {
         await savepoint(SAVEPOINT_SQL.rollbackTo(name));
-        await savepoint(SAVEPOINT_SQL.release(name));
       } catch (ended) {
         return { outcome: failure(error), broke: ended };
       }
       return { outcome: failure(error) };
     }
-    try {
-      await savepoint(SAVEPOINT_SQL.release(name));
-    } catch (error) {
-      return { outcome: failure(error), broke: error };
-    }
-    return { outcome: { ok: true, value: report } };
   } finally {
     leaveTransaction(unit.em);
   }
