@@ -116,6 +116,31 @@ export async function rollbackUnit(em: EntityManager): Promise<void> {
   }
 }
 
+/**
+ * Makes `em` (a unit of work's fork) run its statements, its flush included, in the transaction `group` holds
+ * open (opened by {@link beginUnit}): MikroORM's UnitOfWork opens no transaction of its own while its
+ * EntityManager is in one (6 and 7). Undo with {@link leaveTransaction} before `group` commits or rolls back.
+ */
+export function joinTransaction(em: EntityManager, group: EntityManager): void {
+  em.setTransactionContext(group.getTransactionContext());
+}
+
+/** Takes `em` out of the transaction {@link joinTransaction} put it in; the transaction itself goes on. */
+export function leaveTransaction(em: EntityManager): void {
+  em.resetTransactionContext();
+}
+
+/** The savepoint statements of one unit of work inside a group transaction (same SQL on PostgreSQL and SQLite). */
+export const SAVEPOINT_SQL = {
+  set: (name: string) => `savepoint ${name}`,
+  rollbackTo: (name: string) => `rollback to savepoint ${name}`,
+} as const;
+
+/** Runs one savepoint statement (`SAVEPOINT_SQL`) in `em`'s transaction. `name` is the library's own, never input. */
+export async function runSavepointStatement(em: EntityManager, sql: string): Promise<void> {
+  await executeSql(em, sql, [], 'run');
+}
+
 /** The slice of kysely (MikroORM 7's SQL client) that {@link beginUnit} uses. */
 interface KyselyClient {
   connection(): { execute<T>(callback: (db: KyselyClient) => Promise<T>): Promise<T> };

@@ -28,9 +28,11 @@ import { type AnySagaDefinition, type HandleTarget, type RegisteredSaga, readSte
 import { stateValuesCheckFor } from './state-values.js';
 import { labelOf, nameProblem } from './stored-text.js';
 import { classifyFailure, type FailureContext, RetryableConflict } from './unit-of-work/classify-failure.js';
+import { DEFAULT_GROUP_MAX_GROUPS, DEFAULT_GROUP_MAX_UNITS, GroupCommit, type UnitWrite } from './unit-of-work/group-commit.js';
 import { type IgnoredMessage, loadInstance } from './unit-of-work/load-instance.js';
 import { planTimerRetirement, planWrites } from './unit-of-work/plan-writes.js';
 import { runStep, sealState } from './unit-of-work/run-step.js';
+import type { UnitOfWorkPlan } from './unit-of-work/unit-of-work-plan.js';
 import { runNamed, StaleTimer, type WriteReport, writePlan } from './unit-of-work/write-plan.js';
 
 /** Default of `concurrency.maxAttempts`: units of work tried per message before a `SagaConcurrencyError`. */
@@ -90,6 +92,20 @@ export interface SagaRuntimeOptions {
    * {@link DEFAULT_VERIFY_SCHEMA} (true).
    */
   readonly verifySchema?: boolean;
+  /**
+   * Group commit: the write phases of units of work that are ready while earlier ones are being written are
+   * written together, in one transaction with a savepoint per unit (each unit still commits or fails alone;
+   * docs/guarantees.md). A unit that finds a group slot free is written at once. `false`: every unit of work
+   * in its own transaction. Default: on, with {@link DEFAULT_GROUP_MAX_UNITS} and {@link DEFAULT_GROUP_MAX_GROUPS}.
+   */
+  readonly groupCommit?:
+    | false
+    | {
+        /** Most units of work in one group transaction. Default {@link DEFAULT_GROUP_MAX_UNITS} (32). */
+        readonly maxUnits?: number;
+        /** Most group transactions written at once (each holds one connection). Default {@link DEFAULT_GROUP_MAX_GROUPS} (2). */
+        readonly maxGroups?: number;
+      };
 }
 
 /** What {@link SagaRuntimeOptions.onHandled} receives. */
@@ -111,6 +127,8 @@ export interface ResolvedSagaRuntimeOptions {
   readonly onHandled: ((event: HandledEvent) => void) | undefined;
   readonly messageIds: { readonly retentionMs: number };
   readonly verifySchema: boolean;
+  /** False when every unit of work writes in its own transaction. */
+  readonly groupCommit: { readonly maxUnits: number; readonly maxGroups: number } | false;
 }
 
 /** Options of one `handle` call. */
@@ -156,6 +174,7 @@ export class SagaRuntime {
   private readonly sagas = new Map<string, RegisteredSaga>();
   private readonly metrics = new SagaMetrics();
   private schemaChecked: Promise<void> | undefined;
+  private readonly groups: GroupCommit | undefined;
 
   /**
    * @throws SagaDefinitionError when a saga's state entity is not registered in MikroORM, does not extend
@@ -168,6 +187,7 @@ export class SagaRuntime {
     assertSagaEntitiesRegistered(this.options.em);
     this.context = createDatabaseContext(this.options.em);
     this.dialect = this.context.dialect;
+    this.groups = this.options.groupCommit ? new GroupCommit(this.options.em, this.options.groupCommit) : undefined;
     for (const definition of this.options.sagas) {
       if (this.sagas.has(definition.name)) {
         throw new SagaDefinitionError('DEFINITION_INVALID', `Two sagas are named '${definition.name}': saga names must be unique.`, {
@@ -432,7 +452,12 @@ export class SagaRuntime {
     if (instance.kind === 'ignored') {
       // A timer for a saga that is gone or completed leaves the pending set, so it is not delivered again.
       if (timer) {
-        const retirement = writePlan(em, planTimerRetirement(timer, message.type, now), { state: undefined, meta });
+        const retirement = this.write({
+          em,
+          plan: planTimerRetirement(timer, message.type, now),
+          target: { state: undefined, meta },
+          lockKey: existingRowKey(meta.tableName, timer.sagaId),
+        });
         await retirement.catch(ignoreStale).catch(failed({ sagaId: timer.sagaId, startedWith: undefined, timerNames: [] }));
       }
       return this.ignored(base, saga, instance, timer);
@@ -455,7 +480,7 @@ export class SagaRuntime {
     if (!plan) return this.result(HANDLE_OUTCOMES.HANDLED, base, state, saga, { ...NO_EFFECTS, completed: run.completed });
     let report: WriteReport;
     try {
-      report = await writePlan(em, plan, { state, meta, verifyUnchanged });
+      report = await this.write({ em, plan, target: { state, meta, verifyUnchanged }, lockKey: lockKeyOf(plan, meta.tableName, target) });
     } catch (error) {
       if (!(error instanceof StaleTimer)) {
         const startedWith = instance.isNew && target.kind === 'correlation' ? { value: target.value } : undefined;
@@ -474,6 +499,11 @@ export class SagaRuntime {
       timersCancelled: report.timersCancelled,
       messagesSent: plan.outbox.length,
     });
+  }
+
+  /** The write phase of one unit of work: in the next group, or in a transaction of its own when grouping is off. */
+  private write(unit: UnitWrite): Promise<WriteReport> {
+    return this.groups ? this.groups.write(unit) : writePlan(unit.em, unit.plan, unit.target);
   }
 
   private ignored(base: ResultBase, saga: RegisteredSaga, instance: IgnoredMessage, timer: TimerDelivery | undefined): HandleResult {
@@ -513,6 +543,20 @@ type ResultBase = Pick<HandleResult, 'sagaType' | 'messageType' | 'attempts' | '
 /** What a unit of work that wrote nothing did. */
 const NO_EFFECTS = { changed: false, completed: false, timersScheduled: 0, timersCancelled: 0, messagesSent: 0 } as const;
 
+/**
+ * Where a unit of work takes its first lock, as a group orders its units: a new instance takes the unique key of
+ * its correlation value (its id is new, so it is ordered by that value), an existing one its row. New instances
+ * come first, so a group never waits for a start's key while it holds an existing row another group needs.
+ */
+function lockKeyOf(plan: UnitOfWorkPlan, table: string, target: HandleTarget): readonly string[] {
+  if (plan.sagaRow.kind === 'insert' && target.kind === 'correlation') return ['0', table, String(target.value)];
+  return existingRowKey(table, plan.sagaId);
+}
+
+function existingRowKey(table: string, sagaId: string): readonly string[] {
+  return ['1', table, sagaId];
+}
+
 /** A timer retired because its saga is gone or completed: a lost claim means another unit of work already did. */
 function ignoreStale(error: unknown): void {
   if (!(error instanceof StaleTimer)) throw error;
@@ -546,6 +590,7 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSaga
     fail(`messageIds.retentionMs must be a finite number of ms >= 0; got ${retentionMs}.`);
   if (!Number.isInteger(maxPayloadBytes) || maxPayloadBytes < 1)
     fail(`maxPayloadBytes must be a positive integer; got ${maxPayloadBytes}.`);
+  const groupCommit = resolveGroupCommit(options.groupCommit, fail);
   const calendars = new Map(Object.entries(options.calendars ?? {}));
   for (const [key, calendar] of calendars) {
     const keyIssue = nameProblem(key, { maxLength: COLUMN_LIMITS.calendarKey });
@@ -564,5 +609,18 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSaga
     onHandled: options.onHandled,
     messageIds: { retentionMs },
     verifySchema: options.verifySchema ?? DEFAULT_VERIFY_SCHEMA,
+    groupCommit,
   };
+}
+
+function resolveGroupCommit(option: SagaRuntimeOptions['groupCommit'], fail: (message: string) => never) {
+  if (option === false) return false;
+  if (option !== undefined && (typeof option !== 'object' || option === null)) {
+    fail('groupCommit must be false or an object { maxUnits?, maxGroups? }.');
+  }
+  const maxUnits = option?.maxUnits ?? DEFAULT_GROUP_MAX_UNITS;
+  const maxGroups = option?.maxGroups ?? DEFAULT_GROUP_MAX_GROUPS;
+  if (!Number.isInteger(maxUnits) || maxUnits < 1) fail(`groupCommit.maxUnits must be an integer >= 1; got ${maxUnits}.`);
+  if (!Number.isInteger(maxGroups) || maxGroups < 1) fail(`groupCommit.maxGroups must be an integer >= 1; got ${maxGroups}.`);
+  return { maxUnits, maxGroups };
 }

@@ -89,7 +89,7 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
 function driverErrorOf(failure: StatementFailure, em: EntityManager): unknown {
   const cause = failure.cause;
   if (isDriverException(cause) || cause instanceof SagaError || isOptimisticLockError(cause)) return cause;
-  if (failure.operation !== 'begin' && failure.operation !== 'commit') return cause;
+  if (failure.operation !== 'begin' && failure.operation !== 'commit' && failure.operation !== 'savepoint') return cause;
   return cause instanceof Error ? convertDriverError(em, cause) : cause;
 }
 
@@ -129,6 +129,7 @@ function details(context: FailureContext, extra: Record<string, unknown> = {}) {
 /** "insert on saga_timer", "COMMIT": what failed, by operation and table. */
 function what(operation: string, table: string | undefined): string {
   if (operation === 'begin' || operation === 'commit') return operation.toUpperCase();
+  if (operation === 'savepoint') return 'a savepoint of the group transaction';
   return operation === 'read' ? `reading ${table}` : `${operation} on ${table}`;
 }
 

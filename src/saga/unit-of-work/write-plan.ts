@@ -16,7 +16,7 @@ import {
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
 
 /** What a statement does, for error messages: never its SQL or parameters. */
-export type StatementOperation = 'read' | 'begin' | 'insert' | 'update' | 'delete' | 'commit';
+export type StatementOperation = 'read' | 'begin' | 'insert' | 'update' | 'delete' | 'savepoint' | 'commit';
 
 /** One statement of a plan, named by what it does to which table. */
 export interface PlannedStatement {
@@ -110,17 +110,26 @@ export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget): Plann
  * {@link StaleTimer}, or a {@link StatementFailure} naming the operation and table.
  */
 export async function writePlan(em: EntityManager, plan: UnitOfWorkPlan, target: SagaRowTarget): Promise<WriteReport> {
-  let timersCancelled = 0;
   await runNamed('begin', undefined, () => beginUnit(em));
   try {
-    for (const statement of statementsOf(plan, target)) {
-      const deleted = await runNamed(statement.operation, statement.table, () => statement.run(em));
-      if (statement.operation === 'delete') timersCancelled += deleted;
-    }
+    const report = await runPlanStatements(em, plan, target);
     await runNamed('commit', undefined, () => commitUnit(em));
+    return report;
   } catch (error) {
     await rollbackUnit(em).catch(() => undefined);
     throw error;
+  }
+}
+
+/**
+ * Runs the statements of `plan` on `em`, which must be inside a transaction (its own, or a group's): throws
+ * {@link VersionConflict}, {@link StaleTimer} or a {@link StatementFailure} at the first that fails.
+ */
+export async function runPlanStatements(em: EntityManager, plan: UnitOfWorkPlan, target: SagaRowTarget): Promise<WriteReport> {
+  let timersCancelled = 0;
+  for (const statement of statementsOf(plan, target)) {
+    const deleted = await runNamed(statement.operation, statement.table, () => statement.run(em));
+    if (statement.operation === 'delete') timersCancelled += deleted;
   }
   return { timersCancelled };
 }
