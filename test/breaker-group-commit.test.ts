@@ -74,7 +74,13 @@ for (const dialect of DIALECTS) {
     }
 
     /** Makes the gated units of `gate` reach their write phase together while the group of `blockerKey` is written. */
-    async function inOneGroup(runtime: SagaRuntime, saga: ReturnType<typeof groupSaga>, hold: FlushHold, gate: StepGate, blockerKey: string) {
+    async function inOneGroup(
+      runtime: SagaRuntime,
+      saga: ReturnType<typeof groupSaga>,
+      hold: FlushHold,
+      gate: StepGate,
+      blockerKey: string,
+    ) {
       await gate.all.promise;
       const blocker = hold.arm(blockerKey);
       const first = runtime.handle(saga, { type: 'Do', key: blockerKey, inc: 1 });
@@ -87,7 +93,7 @@ for (const dialect of DIALECTS) {
 
     const savepoints = (log: string[]) => log.filter((line) => /savepoint saga_unit_\d+/i.test(line) && !/rollback to/i.test(line));
 
-    it('the same saga twice in one group: the second unit conflicts on the first one\'s uncommitted write and is retried, both counted', async () => {
+    it("the same saga twice in one group: the second unit conflicts on the first one's uncommitted write and is retried, both counted", async () => {
       const gate = new StepGate(2);
       const saga = groupSaga(gate);
       const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
@@ -196,7 +202,10 @@ describe('breaker: group commit connection killed mid-group (postgresql)', () =>
     expect(await rowsOf(db().orm).saga(z)).toMatchObject({ counter: 0, version: 0 });
     // The pool recovers: the next units of work on the same runtime (one alone, then a group) succeed.
     expect(await runtime.handle(saga, { type: 'Do', key: b, inc: 1 })).toMatchObject({ outcome: 'handled', version: 1 });
-    const again = await Promise.all([runtime.handle(saga, { type: 'Do', key: b, inc: 1 }), runtime.handle(saga, { type: 'Do', key: z, inc: 1 })]);
+    const again = await Promise.all([
+      runtime.handle(saga, { type: 'Do', key: b, inc: 1 }),
+      runtime.handle(saga, { type: 'Do', key: z, inc: 1 }),
+    ]);
     expect(again.map((r) => r.outcome)).toEqual(['handled', 'handled']);
   });
 });
