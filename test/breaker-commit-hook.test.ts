@@ -1,0 +1,49 @@
+// Breaker: an application's MikroORM subscriber whose afterTransactionCommit throws (an audit or cache hook: it
+// runs for the runtime's own transactions, a group's included). The COMMIT was applied, but em.commit() rejects,
+// so the runtime reports a failed COMMIT: on SQLite (and for any error on PostgreSQL that is a "server" error) the
+// message says "The transaction was rolled back, so nothing of it was written" while the saga row is there.
+// The promise under test (group commit brief): no error says "nothing was written" when it might have been.
+import type { EventSubscriber, MikroORM } from '@mikro-orm/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SagaRuntime } from '../src/index.js';
+import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { DIALECTS } from './support/databases.js';
+import { rowsOf } from './support/rows.js';
+import { uniqueKey, useDatabase } from './support/suite.js';
+
+class ThrowAfterCommit implements EventSubscriber {
+  armed = false;
+  afterTransactionCommit(): void {
+    if (!this.armed) return;
+    this.armed = false;
+    throw new Error('audit hook failed');
+  }
+}
+
+for (const dialect of DIALECTS) {
+  describe(`breaker: a subscriber throwing after COMMIT (${dialect})`, () => {
+    const db = useDatabase(dialect, [ScriptedSaga]);
+    const opened: MikroORM[] = [];
+    afterEach(async () => {
+      for (const orm of opened.splice(0)) await orm.close();
+    });
+
+    for (const groupCommit of [undefined, false] as const) {
+      it(`a unit whose COMMIT applied is never reported as "nothing was written" (groupCommit ${String(groupCommit)})`, async () => {
+        const orm = await db().openAnother();
+        opened.push(orm);
+        const hook = new ThrowAfterCommit();
+        orm.em.getEventManager().registerSubscriber(hook);
+        const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], ...(groupCommit === false ? { groupCommit } : {}) });
+        const key = uniqueKey('hook');
+        hook.armed = true;
+        const outcome = await runtime.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'inc' }] }).then(
+          (result) => ({ result }),
+          (error: unknown) => ({ error }),
+        );
+        expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 0 }); // the COMMIT applied
+        if ('error' in outcome) expect((outcome.error as Error).message).not.toMatch(/nothing (of it )?was written/i);
+      });
+    }
+  });
+}
