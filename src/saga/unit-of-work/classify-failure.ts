@@ -60,6 +60,9 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
   if (error instanceof SagaError) return error;
   if (error instanceof VersionConflict) return new RetryableConflict(context.sagaId, error);
   if (!(error instanceof StatementFailure)) return persistenceFailed(context, 'handling', undefined, error, describe(error));
+  // A COMMIT that failed without a database error code failed outside the database: MikroORM's commit also runs
+  // the application's transaction subscribers, and afterTransactionCommit runs once COMMIT was applied.
+  if (error.operation === 'commit' && !hasDatabaseCode(error.cause)) return commitOutcomeUnknown(context, error.cause);
   const cause = driverErrorOf(error, context.em);
   if (cause instanceof SagaError) return cause;
   if (error.operation === 'commit' && context.dialect.commitCanFailAfterApplying && !isServerException(cause)) {
@@ -83,6 +86,12 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
     if (missing === 'table' || (missing && missing.length > 0)) return schemaInvalid(context, error, cause, missing);
   }
   return persistenceFailed(context, error.operation, error.table, cause, describe(cause));
+}
+
+/** Whether `error` carries a driver's or server's error code (SQLSTATE, SQLITE_*, a socket's E*). */
+function hasDatabaseCode(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code !== '';
 }
 
 /** BEGIN and COMMIT errors come from knex unconverted: ask MikroORM's driver for its exception class. */
