@@ -4,7 +4,11 @@
 // renewal wait; a group that stamped timer A and then stamps timer B, while the renewal already locked B and
 // waits for A, is a deadlock (PostgreSQL breaks it after deadlock_timeout by failing one of the two).
 // docs/guarantees.md "Lock order" claims everything else a unit locks belongs to its own instance, so groups do
-// not deadlock; the renewal (and any multi-row statement on saga_timer) is outside that argument.
+// not deadlock; the renewal (and any multi-row statement on saga_timer: the batched start marks, catch-up) is
+// outside that argument. On a near-empty table PostgreSQL happens to scan the pending-name index (saga order, the
+// group's own order) and nothing deadlocks; with a realistic number of pending timers it takes the primary key
+// (bitmap heap scan: heap order), and PostgreSQL breaks the deadlock after deadlock_timeout (1 s) by failing the
+// renewal (40P01), which the LeaseKeeper logs as "database unreachable" and skips for every held row.
 import { randomUUID } from 'node:crypto';
 import type { EventSubscriber, FlushEventArgs, MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
