@@ -8,7 +8,10 @@ import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
-type GroupMessage = { readonly type: 'Start' | 'Do'; readonly key?: string; readonly inc?: number; readonly gated?: boolean };
+type GroupMessage = { readonly key?: string; readonly inc?: number; readonly gated?: boolean } & (
+  | { readonly type: 'Start' }
+  | { readonly type: 'Do' }
+);
 
 class StepGate {
   private entered = 0;

@@ -19,8 +19,8 @@ import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
-type Msg = {
-  readonly type: 'Start' | 'Do' | 'Tick';
+type Msg = MsgFields & ({ readonly type: 'Start' } | { readonly type: 'Do' } | { readonly type: 'Tick' });
+type MsgFields = {
   readonly key?: string;
   readonly inc?: number;
   readonly gated?: boolean;
@@ -137,9 +137,9 @@ describe('breaker: group commit vs the dispatcher lease renewal (postgresql)', (
     // A production-sized table: many pending timers of other sagas (statistics gathered), so the planner finds
     // the renewal's rows by primary key (id order) instead of through the small partial index of pending names.
     const columns = (
-      await conn.execute<{ column_name: string }[]>(
+      (await conn.execute(
         "select column_name from information_schema.columns where table_schema = current_schema() and table_name = 'saga_timer'",
-      )
+      )) as { column_name: string }[]
     ).map((r) => r.column_name);
     const copied = columns.map((name) =>
       name === 'id' || name === 'saga_id'
@@ -155,10 +155,10 @@ describe('breaker: group commit vs the dispatcher lease renewal (postgresql)', (
       [deliveries[first.id]!.id],
     );
     await conn.execute('analyze saga_timer');
-    const heap = await conn.execute<{ id: string }[]>('select id from saga_timer where id in (?, ?) order by ctid', [
+    const heap = (await conn.execute('select id from saga_timer where id in (?, ?) order by ctid', [
       deliveries[first.id]!.id,
       deliveries[second.id]!.id,
-    ]);
+    ])) as { id: string }[];
     expect(heap.map((r) => r.id)).toEqual([deliveries[second.id]!.id, deliveries[first.id]!.id]); // precondition
 
     const orm = await db().openAnother({ pool: { min: 0, max: 4 } });
