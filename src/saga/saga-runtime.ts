@@ -456,7 +456,7 @@ export class SagaRuntime {
           em,
           plan: planTimerRetirement(timer, message.type, now),
           target: { state: undefined, meta },
-          lockKey: existingRowKey(meta.tableName, timer.sagaId),
+          lockKey: existingRowKey(definition.name, timer.sagaId),
         });
         await retirement.catch(ignoreStale).catch(failed({ sagaId: timer.sagaId, startedWith: undefined, timerNames: [] }));
       }
@@ -480,7 +480,7 @@ export class SagaRuntime {
     if (!plan) return this.result(HANDLE_OUTCOMES.HANDLED, base, state, saga, { ...NO_EFFECTS, completed: run.completed });
     let report: WriteReport;
     try {
-      report = await this.write({ em, plan, target: { state, meta, verifyUnchanged }, lockKey: lockKeyOf(plan, meta.tableName, target) });
+      report = await this.write({ em, plan, target: { state, meta, verifyUnchanged }, lockKey: lockKeyOf(plan, definition.name, target) });
     } catch (error) {
       if (!(error instanceof StaleTimer)) {
         const startedWith = instance.isNew && target.kind === 'correlation' ? { value: target.value } : undefined;
@@ -547,14 +547,17 @@ const NO_EFFECTS = { changed: false, completed: false, timersScheduled: 0, timer
  * Where a unit of work takes its first lock, as a group orders its units: a new instance takes the unique key of
  * its correlation value (its id is new, so it is ordered by that value), an existing one its row. New instances
  * come first, so a group never waits for a start's key while it holds an existing row another group needs.
+ * Existing instances are ordered by saga type and id, the order in which the dispatcher's multi-row statements
+ * on PostgreSQL (lease renewal, start marks, catch-up) lock timer rows, so a group and such a statement never
+ * wait for each other in a cycle.
  */
-function lockKeyOf(plan: UnitOfWorkPlan, table: string, target: HandleTarget): readonly string[] {
-  if (plan.sagaRow.kind === 'insert' && target.kind === 'correlation') return ['0', table, String(target.value)];
-  return existingRowKey(table, plan.sagaId);
+function lockKeyOf(plan: UnitOfWorkPlan, sagaType: string, target: HandleTarget): readonly string[] {
+  if (plan.sagaRow.kind === 'insert' && target.kind === 'correlation') return ['0', sagaType, String(target.value)];
+  return existingRowKey(sagaType, plan.sagaId);
 }
 
-function existingRowKey(table: string, sagaId: string): readonly string[] {
-  return ['1', table, sagaId];
+function existingRowKey(sagaType: string, sagaId: string): readonly string[] {
+  return ['1', sagaType, sagaId];
 }
 
 /** A timer retired because its saga is gone or completed: a lost claim means another unit of work already did. */

@@ -199,17 +199,37 @@ async function updateClaimedRows(
   const updated: string[] = [];
   for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
     const chunk = claims.slice(i, i + CLAIMS_PER_STATEMENT);
+    const held = `${c.id} in (${placeholders(chunk.length)}) and ${c.token} in (${placeholders(chunk.length)})
+         and ${c.dispatchedAt} is null${extraCondition}`;
     const rows = await queryRows<{ id: string }>(
       db.autocommit,
       `update ${name} set ${assignments}
-       where ${c.id} in (${placeholders(chunk.length)}) and ${c.token} in (${placeholders(chunk.length)})
-         and ${c.dispatchedAt} is null${extraCondition}
+       where ${db.dialect.supportsSkipLocked ? `${c.id} in (${lockedInSagaOrder(c, name, held)})` : held}
        returning ${c.id} as "id"`,
       [...params, ...chunk.map((claim) => claim.id), ...chunk.map((claim) => claim.token)],
     );
     updated.push(...rows.map((row) => String(row.id)));
   }
   return updated;
+}
+
+/** The columns {@link lockedInSagaOrder} orders by. */
+interface SagaOrderColumns {
+  readonly id: string;
+  readonly sagaType: string;
+  readonly sagaId: string;
+}
+
+/**
+ * The ids of the rows of `table` matching `condition`, locked in the order of their saga (type, id), then id.
+ * A group commit (docs/guarantees.md) holds the timer rows its units stamped or deleted until its COMMIT and
+ * takes them in that same order; a statement updating many rows in the order of its plan's scan could hold one
+ * row a group needs while it waits for another the group holds: a deadlock. PostgreSQL only (SQLite has no
+ * row locks; a write takes the database's one write lock).
+ */
+function lockedInSagaOrder(c: SagaOrderColumns, table: string, condition: string): string {
+  return `select ${c.id} from ${table} where ${condition}
+         order by ${c.sagaType} collate "C", ${c.sagaId}, ${c.id} for update`;
 }
 
 /**
@@ -340,7 +360,7 @@ export function missTimersOverdueBefore(db: DatabaseContext, overdueBefore: Date
   return queryRows<{ sagaType: string }>(
     db.autocommit,
     `update ${table} set ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null
-     where ${neverAttempted(db)} and ${c.availableAt} < ?
+     where ${inSagaOrder(db, table, `${neverAttempted(db)} and ${c.availableAt} < ?`)}
      returning ${c.sagaType} as "sagaType"`,
     [now, TIMER_OUTCOMES.MISSED, overdueBefore],
   );
@@ -357,15 +377,26 @@ export function missTimersSupersededInBacklog(db: DatabaseContext, backlogBefore
   return queryRows<{ sagaType: string }>(
     db.autocommit,
     `update ${table} set ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null
-     where ${neverAttempted(db)} and ${c.availableAt} < ?
+     where ${inSagaOrder(
+       db,
+       table,
+       `${neverAttempted(db)} and ${c.availableAt} < ?
        and exists (select 1 from ${table} as "newer"
          where ${newer(c.sagaType)} = ${self(c.sagaType)} and ${newer(c.sagaId)} = ${self(c.sagaId)}
            and ${newer(c.dispatchedAt)} is null and ${newer(c.dueAt)} <= ?
            and (${newer(c.dueAt)} > ${self(c.dueAt)}
-             or (${newer(c.dueAt)} = ${self(c.dueAt)} and ${newer(c.id)} > ${self(c.id)})))
+             or (${newer(c.dueAt)} = ${self(c.dueAt)} and ${newer(c.id)} > ${self(c.id)})))`,
+     )}
      returning ${c.sagaType} as "sagaType"`,
     [now, TIMER_OUTCOMES.MISSED, backlogBefore, now],
   );
+}
+
+/** `condition`, or on PostgreSQL: the rows matching it, locked in saga order first (see {@link lockedInSagaOrder}). */
+function inSagaOrder(db: DatabaseContext, table: string, condition: string): string {
+  return db.dialect.supportsSkipLocked
+    ? `${db.tables.saga_timer.column.id} in (${lockedInSagaOrder(db.tables.saga_timer.column, table, condition)})`
+    : condition;
 }
 
 /** Due pending rows at `now` (for the drain helpers' report). */
