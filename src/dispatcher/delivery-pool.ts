@@ -163,8 +163,13 @@ export class DeliveryPool {
   private queueAhead(tasks: readonly DeliveryTask[], sequence: number): void {
     const ahead = new Map<string, DeliveryTask[]>();
     const isolated: { task: DeliveryTask; after: number }[] = [];
+    // A saga whose row is delivered alone keeps its order: its later rows queue behind that row, not ahead
+    // (the claim marked none of them started).
+    const isolatedLanes = new Set(tasks.filter((task) => task.isolated).map((task) => task.lane));
+    const behind: DeliveryTask[] = [];
     for (const task of tasks) {
       if (task.isolated) isolated.push({ task, after: sequence + 1 });
+      else if (isolatedLanes.has(task.lane)) behind.push(task);
       else ahead.set(task.lane, [...(ahead.get(task.lane) ?? []), task]);
     }
     for (const [key, lane] of ahead) {
@@ -173,6 +178,7 @@ export class DeliveryPool {
     }
     this.ready = [...ahead.keys(), ...this.ready.filter((key) => !ahead.has(key))];
     this.isolated.unshift(...isolated);
+    for (const task of behind) this.queue(task);
   }
 
   private pump(): void {

@@ -147,7 +147,8 @@ export function claimDueRows(
     );
   }
   // "picked" reads every column before the update: whether the claim charges a lost delivery, and the
-  // last error, decide which rows are delivered alone (the dispatcher's diedWithItsDispatcher()).
+  // last error, decide which rows are delivered alone (the dispatcher's diedWithItsDispatcher()). A saga with
+  // such a row in the batch has none of its rows started here: its later rows wait in its lane behind that one.
   const picked = pick.replace(
     `select ${c.id} from`,
     `select ${c.id}, ${c.sagaType} as "st", ${c.sagaId} as "si", ${c.availableAt} as "av", ${c.attempts} as "at",
@@ -156,9 +157,12 @@ export function claimDueRows(
   return queryRows<Record<string, unknown>>(
     db.autocommit,
     `with "picked" as (${picked}),
+     "isolated" as (
+       select "st", "si" from "picked"
+       where "lost" = 1 or substr(coalesce("le", ''), 1, ${LEASE_EXPIRED_PREFIX.length}) = '${LEASE_EXPIRED_PREFIX}'),
      "lanes" as (
        select ${c.id}, "av", "at", row_number() over (partition by "st", "si" order by "av", ${c.id}) as "in_lane" from "picked"
-       where "lost" = 0 and ("le" is null or substr("le", 1, ${LEASE_EXPIRED_PREFIX.length}) <> '${LEASE_EXPIRED_PREFIX}')),
+       where not exists (select 1 from "isolated" where "isolated"."st" = "picked"."st" and "isolated"."si" = "picked"."si")),
      "starting" as (
        select ${c.id} from (select ${c.id}, "at", row_number() over (order by "av", ${c.id}) as "head" from "lanes" where "in_lane" = 1) as "heads"
        where "head" <= ? and "at" < ?)

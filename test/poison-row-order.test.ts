@@ -1,11 +1,6 @@
-// Breaker: a row whose last delivery died with its dispatcher (last_error 'LeaseExpired: ...') is delivered alone,
-// after the lanes in flight. The claim (and, for the outbox, the start-at-claim SQL, whose lanes are numbered
-// after leaving such rows out) makes the saga's NEXT row the head of its lane, so it is delivered (and, for the
-// outbox, marked started by the claim) before the older row of the same instance. docs/timers.md promises to mark
-// "the first row of each saga instance in the batch", and the pool runs "the rows of one saga instance" in order.
-// Timers (no start-at-claim, tasks queued in batch order) keep due order: the first test passes. The outbox with
-// an idle pool (start-at-claim: SQL lanes numbered without the poison row, queueAhead putting the isolated task
-// behind the reservation's lanes) publishes the later message first: the second test fails.
+// A row whose last delivery died with its dispatcher (last_error 'LeaseExpired: ...') is delivered alone, and the
+// later rows of its saga wait behind it: timers (queued in batch order) and outbox rows (whose claim, with an idle
+// pool, marks started only the sagas without such a row; their lanes go ahead, this saga's rows queue behind).
 import { describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
 import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-statements.js';
@@ -16,7 +11,7 @@ import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
 for (const dialect of DIALECTS) {
-  describe(`breaker: a crash-poison row and its saga's later rows (${dialect})`, () => {
+  describe(`a crash-poison row and its saga's later rows (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
 
     it("a saga's timers stay in due order when the earlier one is delivered alone", async () => {

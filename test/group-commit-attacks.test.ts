@@ -1,5 +1,5 @@
-// Breaker tests for group commit: the same saga twice in one group, duplicate message ids in one group, and a
-// group whose connection is killed between two units (PostgreSQL).
+// Group commit under attack: the same saga twice in one group, duplicate message ids in one group, and a group
+// whose connection is killed between two units (PostgreSQL).
 import type { EventSubscriber, FlushEventArgs, MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, type HandleResult, SagaPersistenceError, SagaRuntime } from '../src/index.js';
@@ -59,7 +59,7 @@ class FlushHold implements EventSubscriber {
 const drain = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 for (const dialect of DIALECTS) {
-  describe(`breaker: group commit (${dialect})`, () => {
+  describe(`group commit (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
     const opened: MikroORM[] = [];
     afterEach(async () => {
@@ -153,7 +153,7 @@ for (const dialect of DIALECTS) {
   });
 }
 
-describe('breaker: group commit connection killed mid-group (postgresql)', () => {
+describe('group commit connection killed mid-group (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
   const opened: MikroORM[] = [];
   afterEach(async () => {

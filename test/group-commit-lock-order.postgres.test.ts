@@ -1,14 +1,8 @@
-// Breaker (both tests fail now): a group transaction holds the row locks of every timer it has stamped so far (one per delivering unit)
-// until its single COMMIT. The dispatcher's lease renewal updates all the timer rows it holds in ONE statement,
-// locking them in the table's physical order. A unit written alone locks one timer row, so it can only make the
-// renewal wait; a group that stamped timer A and then stamps timer B, while the renewal already locked B and
-// waits for A, is a deadlock (PostgreSQL breaks it after deadlock_timeout by failing one of the two).
-// docs/guarantees.md "Lock order" claims everything else a unit locks belongs to its own instance, so groups do
-// not deadlock; the renewal (and any multi-row statement on saga_timer: the batched start marks, catch-up) is
-// outside that argument. On a near-empty table PostgreSQL happens to scan the pending-name index (saga order, the
-// group's own order) and nothing deadlocks; with a realistic number of pending timers it takes the primary key
-// (bitmap heap scan: heap order), and PostgreSQL breaks the deadlock after deadlock_timeout (1 s) by failing the
-// renewal (40P01), which the LeaseKeeper logs as "database unreachable" and skips for every held row.
+// A group transaction holds the row locks of every timer it stamped or deleted until its single COMMIT; the
+// dispatcher's lease renewal and batched start marks update many timer rows in one statement. Were the statement to
+// lock them in the order of its plan's scan (with a realistic number of pending timers PostgreSQL takes the primary
+// key: heap order) while the group takes them in its own order, each could hold a row the other waits for: a
+// deadlock (40P01 after deadlock_timeout). Both lock in saga order (type, id), so neither test may deadlock.
 import { randomUUID } from 'node:crypto';
 import type { EventSubscriber, FlushEventArgs, MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -85,7 +79,7 @@ async function waitForLockWait(orm: MikroORM): Promise<void> {
   }
 }
 
-describe('breaker: group commit vs the dispatcher lease renewal (postgresql)', () => {
+describe('group commit vs the dispatcher lease renewal (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
   const opened: MikroORM[] = [];
   afterEach(async () => {

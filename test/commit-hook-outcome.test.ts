@@ -1,8 +1,6 @@
-// Breaker: an application's MikroORM subscriber whose afterTransactionCommit throws (an audit or cache hook: it
-// runs for the runtime's own transactions, a group's included). The COMMIT was applied, but em.commit() rejects,
-// so the runtime reports a failed COMMIT: on SQLite (and for any error on PostgreSQL that is a "server" error) the
-// message says "The transaction was rolled back, so nothing of it was written" while the saga row is there.
-// The promise under test (group commit brief): no error says "nothing was written" when it might have been.
+// An application's MikroORM subscriber whose afterTransactionCommit throws (an audit or cache hook: it runs for the
+// runtime's own transactions, a group's included). The COMMIT was applied, but em.commit() rejects: the unit must
+// not be reported as "nothing was written" (it was), but as an unknown outcome.
 import type { EventSubscriber, MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
@@ -21,7 +19,7 @@ class ThrowAfterCommit implements EventSubscriber {
 }
 
 for (const dialect of DIALECTS) {
-  describe(`breaker: a subscriber throwing after COMMIT (${dialect})`, () => {
+  describe(`a subscriber throwing after COMMIT (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
     const opened: MikroORM[] = [];
     afterEach(async () => {
