@@ -62,7 +62,7 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
   if (!(error instanceof StatementFailure)) return persistenceFailed(context, 'handling', undefined, error, describe(error));
   // A COMMIT that failed without a database error code failed outside the database: MikroORM's commit also runs
   // the application's transaction subscribers, and afterTransactionCommit runs once COMMIT was applied.
-  if (error.operation === 'commit' && !hasDatabaseCode(error.cause)) return commitOutcomeUnknown(context, error.cause);
+  if (error.operation === 'commit' && !hasDatabaseCode(error.cause)) return commitOutcomeUnknown(context, error.cause, 'outside');
   const cause = driverErrorOf(error, context.em);
   if (cause instanceof SagaError) return cause;
   if (error.operation === 'commit' && context.dialect.commitCanFailAfterApplying && !isServerException(cause)) {
@@ -170,10 +170,14 @@ function persistenceFailed(context: FailureContext, operation: string, table: st
   );
 }
 
-function commitOutcomeUnknown(context: FailureContext, cause: unknown) {
+function commitOutcomeUnknown(context: FailureContext, cause: unknown, where: 'connection' | 'outside' = 'connection') {
+  const how =
+    where === 'connection'
+      ? `the connection failed while COMMIT of the effects of '${context.messageType}' was in flight`
+      : `COMMIT of the effects of '${context.messageType}' failed outside the database (a transaction subscriber such as afterTransactionCommit threw, or the driver lost the transaction)`;
   return new SagaPersistenceError(
     'COMMIT_OUTCOME_UNKNOWN',
-    `${subject(context)}: the connection failed while COMMIT of the effects of '${context.messageType}' was in flight (${describe(cause)}), so they may or may not have been written. Do not assume either: redeliver the message with the same message id, or read the saga's version before handling it again. ${CAUSE_NOTE}`,
+    `${subject(context)}: ${how} (${describe(cause)}), so they may or may not have been written. Do not assume either: redeliver the message with the same message id, or read the saga's version before handling it again. ${CAUSE_NOTE}`,
     details(context, { operation: 'commit' }),
     { cause },
   );
