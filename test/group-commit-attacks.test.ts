@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, type HandleResult, SagaPersistenceError, SagaRuntime } from '../src/index.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
+import { drainContinuations, FlushHold } from './support/flush-hold.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
@@ -38,26 +39,6 @@ function groupSaga(gate: StepGate) {
   });
 }
 
-class FlushHold implements EventSubscriber {
-  private readonly holds = new Map<string, { reached: ReturnType<typeof deferred<void>>; release: ReturnType<typeof deferred<void>> }>();
-  arm(key: string) {
-    const hold = { reached: deferred(), release: deferred() };
-    this.holds.set(key, hold);
-    return hold;
-  }
-  async beforeFlush(args: FlushEventArgs): Promise<void> {
-    for (const entity of args.uow.getIdentityMap().values()) {
-      const hold = entity instanceof ScriptedSaga ? this.holds.get(entity.key) : undefined;
-      if (!hold) continue;
-      this.holds.delete((entity as ScriptedSaga).key);
-      hold.reached.resolve();
-      await hold.release.promise;
-    }
-  }
-}
-
-const drain = () => new Promise<void>((resolve) => setImmediate(resolve));
-
 for (const dialect of DIALECTS) {
   describe(`group commit (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
@@ -89,7 +70,7 @@ for (const dialect of DIALECTS) {
       const first = runtime.handle(saga, { type: 'Do', key: blockerKey, inc: 1 });
       await blocker.reached.promise;
       gate.go.resolve();
-      await drain();
+      await drainContinuations();
       blocker.release.resolve();
       await first;
     }
@@ -184,7 +165,7 @@ describe('group commit connection killed mid-group (postgresql)', () => {
     const second = ids[0]! < ids[1]! ? z : b;
     const secondHold = hold.arm(second);
     gate.go.resolve();
-    await drain();
+    await drainContinuations();
     blocker.release.resolve();
     await first;
     await secondHold.reached.promise;

@@ -10,6 +10,7 @@ import { defineSaga, type HandleResult, SagaRuntime, type TimerDelivery } from '
 import { createDatabaseContext } from '../src/sql/database-context.js';
 import { markDeliveriesStarted, renewLeases } from '../src/sql/dispatch-statements.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
+import { drainContinuations, FlushHold } from './support/flush-hold.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
@@ -50,32 +51,12 @@ function saga(gate: StepGate) {
   });
 }
 
-class FlushHold implements EventSubscriber {
-  private readonly holds = new Map<string, { reached: ReturnType<typeof deferred<void>>; release: ReturnType<typeof deferred<void>> }>();
-  arm(key: string) {
-    const hold = { reached: deferred(), release: deferred() };
-    this.holds.set(key, hold);
-    return hold;
-  }
-  async beforeFlush(args: FlushEventArgs): Promise<void> {
-    for (const entity of args.uow.getIdentityMap().values()) {
-      const hold = entity instanceof ScriptedSaga ? this.holds.get(entity.key) : undefined;
-      if (!hold) continue;
-      this.holds.delete((entity as ScriptedSaga).key);
-      hold.reached.resolve();
-      await hold.release.promise;
-    }
-  }
-}
-
-const drain = () => new Promise<void>((resolve) => setImmediate(resolve));
-
 async function waitForLockWait(orm: MikroORM): Promise<void> {
   const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
   for (;;) {
     const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
     if (row!.n > 0) return;
-    await drain();
+    await drainContinuations();
   }
 }
 
@@ -175,7 +156,7 @@ describe('group commit vs the dispatcher lease renewal (postgresql)', () => {
       await blocker.reached.promise;
       const secondHold = hold.arm(second.key);
       gate.go.resolve();
-      await drain();
+      await drainContinuations();
       blocker.release.resolve();
       await head;
       await secondHold.reached.promise; // the group stamped the first timer and holds its row lock

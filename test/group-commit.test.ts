@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { defineSaga, type HandleResult, SagaPersistenceError, SagaRuntime, type TimerDelivery } from '../src/index.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
+import { drainContinuations, FlushHold } from './support/flush-hold.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 import { CommitDroppingProxy } from './support/tcp-proxy.js';
@@ -51,28 +52,6 @@ function groupSaga(gate: StepGate) {
     steps: { Start: act, Do: act, Tick: act },
   });
 }
-
-/** Holds the flush of the unit of work on the instance with a given key (inside its group transaction) until released. */
-class FlushHold implements EventSubscriber {
-  private readonly holds = new Map<string, { reached: ReturnType<typeof deferred<void>>; release: ReturnType<typeof deferred<void>> }>();
-  arm(key: string) {
-    const hold = { reached: deferred(), release: deferred() };
-    this.holds.set(key, hold);
-    return hold;
-  }
-  async beforeFlush(args: FlushEventArgs): Promise<void> {
-    for (const entity of args.uow.getIdentityMap().values()) {
-      const hold = entity instanceof ScriptedSaga ? this.holds.get(entity.key) : undefined;
-      if (!hold) continue;
-      this.holds.delete((entity as ScriptedSaga).key);
-      hold.reached.resolve();
-      await hold.release.promise;
-    }
-  }
-}
-
-/** Lets every continuation queued now run (the units released by a gate reach their write phase; no I/O between). */
-const drain = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The savepoint statements MikroORM logged, in order. */
 function savepointLog(lines: string[]) {
@@ -142,7 +121,7 @@ for (const dialect of DIALECTS) {
       const first = runtime.handle(saga, { type: 'Do', key: a, inc: 1 });
       await blocker.reached.promise; // the group of `a` is being written: the five wait for the next group
       gate.go.resolve();
-      await drain();
+      await drainContinuations();
       blocker.release.resolve();
 
       expect(await first).toMatchObject({ outcome: 'handled', version: 1 });
@@ -186,7 +165,7 @@ for (const dialect of DIALECTS) {
       const first = runtime.handle(saga, { type: 'Do', key: a, inc: 1 });
       await blocker.reached.promise;
       gate.go.resolve();
-      await drain();
+      await drainContinuations();
       blocker.release.resolve();
       await first;
       await zHold.reached.promise; // b is written in the group transaction; z is being written
@@ -312,6 +291,6 @@ async function waitForLockWait(orm: MikroORM): Promise<void> {
   for (;;) {
     const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
     if (row!.n > 0) return;
-    await drain();
+    await drainContinuations();
   }
 }
