@@ -1,6 +1,6 @@
 // Group commit under attack: the same saga twice in one group, duplicate message ids in one group, and a group
 // whose connection is killed between two units (PostgreSQL).
-import type { EventSubscriber, FlushEventArgs, MikroORM } from '@mikro-orm/core';
+import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, type HandleResult, SagaPersistenceError, SagaRuntime } from '../src/index.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';

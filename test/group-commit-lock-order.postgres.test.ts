@@ -4,7 +4,7 @@
 // key: heap order) while the group takes them in its own order, each could hold a row the other waits for: a
 // deadlock (40P01 after deadlock_timeout). Both lock in saga order (type, id), so neither test may deadlock.
 import { randomUUID } from 'node:crypto';
-import type { EventSubscriber, FlushEventArgs, MikroORM } from '@mikro-orm/core';
+import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, type HandleResult, SagaRuntime, type TimerDelivery } from '../src/index.js';
 import { createDatabaseContext } from '../src/sql/database-context.js';

@@ -2,7 +2,7 @@
 // savepoint each. A unit that fails is rolled back to its savepoint alone and fails as it would alone; the others
 // commit; nobody sees a unit's effects, or learns its result, before the group's COMMIT; groups lock in one order.
 import { randomUUID } from 'node:crypto';
-import type { EventSubscriber, FlushEventArgs, MikroORM } from '@mikro-orm/core';
+import type { MikroORM } from '@mikro-orm/core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { defineSaga, type HandleResult, SagaPersistenceError, SagaRuntime, type TimerDelivery } from '../src/index.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
