@@ -16,7 +16,7 @@ import { connectionOptions } from '../test/support/databases.js';
 import { removeSqliteFile } from './bench-database.js';
 import { compare, type FigureResult, interleave } from './figure-stats.js';
 
-const PER_SAGA = 10;
+const PER_SAGA = Number(process.env.BENCH_PER_SAGA ?? 10);
 type Journal = 'delete' | 'wal';
 
 async function prepare(file: string, journal: Journal, timers: number): Promise<void> {
