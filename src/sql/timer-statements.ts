@@ -84,6 +84,23 @@ export function deletePendingTimers(em: EntityManager, sagaType: string, sagaId:
   );
 }
 
+/**
+ * Locks every pending timer of one saga instance, in id order (PostgreSQL row locks; `FOR UPDATE`), so a unit
+ * of work that then writes several of them (stamps the one it delivers, deletes or replaces others) takes
+ * their locks in the order the dispatcher's multi-row statements do (saga, then id: lease renewal, start
+ * marks), instead of one by one in the order of its plan. Without it, a renewal holding one of the rows and
+ * waiting for the other could deadlock with the unit (40P01).
+ * @returns how many rows it locked.
+ */
+export async function lockPendingTimers(em: EntityManager, sagaType: string, sagaId: string): Promise<number> {
+  const rows = await queryRows<{ id: string }>(
+    em,
+    `select "id" from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null order by "id" for update`,
+    [sagaType, sagaId],
+  );
+  return rows.length;
+}
+
 /** Deletes every pending timer of one saga instance. */
 export function deleteAllPendingTimers(em: EntityManager, sagaType: string, sagaId: string): Promise<number> {
   return runStatement(em, `delete from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null`, [

@@ -103,7 +103,7 @@ describe('planWrites', () => {
 });
 
 describe('statementsOf', () => {
-  it('orders the saga row, the timer stamp, deletes, timer writes, the outbox and the message id', () => {
+  it('orders the saga row, the lock of its timers, the timer stamp, deletes, timer writes, the outbox and the message id', () => {
     const { ctx, planInput } = input({ changed: true, step: 'paying' });
     ctx.cancel('old');
     ctx.schedule('t', 1000, { type: 'Tick' });
@@ -113,6 +113,8 @@ describe('statementsOf', () => {
     const order = statementsOf(plan, { state: undefined, meta }).map((s) => `${s.operation} ${s.table}`);
     expect(order).toEqual([
       'update order_saga',
+      // several existing timer rows written: all pending ones locked first, in id order (PostgreSQL only)
+      'lock saga_timer',
       'update saga_timer',
       'delete saga_timer',
       'delete saga_timer',

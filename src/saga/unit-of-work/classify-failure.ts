@@ -139,6 +139,7 @@ function details(context: FailureContext, extra: Record<string, unknown> = {}) {
 function what(operation: string, table: string | undefined): string {
   if (operation === 'begin' || operation === 'commit') return operation.toUpperCase();
   if (operation === 'savepoint') return 'a savepoint of the group transaction';
+  if (operation === 'lock') return `locking the pending rows of ${table}`;
   return operation === 'read' ? `reading ${table}` : `${operation} on ${table}`;
 }
 

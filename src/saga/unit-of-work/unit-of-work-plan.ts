@@ -36,7 +36,16 @@ export interface UnitOfWorkPlan {
   readonly messageType: string;
   readonly sagaRow: SagaRowWrite;
   /** The delivering timer taken out of the pending set, only while `token` is still its token. */
-  readonly timerStamp: { readonly id: string; readonly token: string; readonly outcome: TimerOutcome; readonly at: Date } | undefined;
+  readonly timerStamp:
+    | {
+        readonly id: string;
+        readonly token: string;
+        /** The delivered timer's name: once stamped, a delete or replacement of that name no longer matches it. */
+        readonly name?: string;
+        readonly outcome: TimerOutcome;
+        readonly at: Date;
+      }
+    | undefined;
   readonly timerDeletes: TimerDeletes;
   /** Timers to write; each replaces the pending timer of its name in place when `replaceTimers`, else is inserted. */
   readonly timers: readonly TimerWrite[];

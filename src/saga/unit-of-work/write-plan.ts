@@ -1,4 +1,5 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
+import { dialectOf } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
 import { beginUnit, commitUnit, rollbackUnit } from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
@@ -9,6 +10,7 @@ import {
   deletePendingTimers,
   deletePendingTimersOfOtherSteps,
   insertTimers,
+  lockPendingTimers,
   replacePendingTimer,
   stampTimer,
   type TimerWrite,
@@ -16,7 +18,7 @@ import {
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
 
 /** What a statement does, for error messages: never its SQL or parameters. */
-export type StatementOperation = 'read' | 'begin' | 'insert' | 'update' | 'delete' | 'savepoint' | 'commit';
+export type StatementOperation = 'read' | 'lock' | 'begin' | 'insert' | 'update' | 'delete' | 'savepoint' | 'commit';
 
 /** One statement of a plan, named by what it does to which table. */
 export interface PlannedStatement {
@@ -66,6 +68,9 @@ export interface SagaRowTarget {
  * The statements of `plan`, in the order they must run:
  * 1. the saga row, first: it is the lock every unit of work on this instance takes first, so timer and
  *    outbox writes of two units never interleave or deadlock;
+ * 1a. on PostgreSQL, when the plan may write two or more existing timer rows: every pending timer of the
+ *    instance, locked in id order, the order of the dispatcher's lease renewal and start marks (which hold
+ *    rows of a saga without its saga row lock);
  * 2. the delivering timer's stamp, token-checked;
  * 3. timer deletes, before the writes below: the filtered unique index must never see two pending rows of
  *    one name, and MikroORM would order a flush's INSERTs before its DELETEs;
@@ -75,6 +80,16 @@ export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget): Plann
   const statements: PlannedStatement[] = [];
   const sagaStatement = sagaRowStatement(plan, target);
   if (sagaStatement) statements.push(sagaStatement);
+  if (writesSeveralTimerRows(plan)) {
+    statements.push({
+      operation: 'lock',
+      table: 'saga_timer',
+      run: async (em) => {
+        if (dialectOf(em).supportsSkipLocked) await lockPendingTimers(em, plan.sagaType, plan.sagaId);
+        return 0;
+      },
+    });
+  }
   const stamp = plan.timerStamp;
   if (stamp) {
     statements.push({
@@ -183,6 +198,19 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
         },
       };
   }
+}
+
+/**
+ * Whether the plan may write two or more existing timer rows: the delivered timer's stamp, deletes (a delete
+ * of all timers, or of other steps', may match any number), and replacements in place.
+ */
+export function writesSeveralTimerRows(plan: UnitOfWorkPlan): boolean {
+  const { timerDeletes, timerStamp } = plan;
+  if (timerDeletes.all || timerDeletes.otherStepsThan) return true;
+  // Stamped first, the delivered timer is no longer pending: its own name matches no other row.
+  const others = (name: string) => name !== timerStamp?.name;
+  const replacements = plan.replaceTimers ? new Set(plan.timers.map((t) => t.name).filter(others)).size : 0;
+  return (timerStamp ? 1 : 0) + timerDeletes.names.filter(others).length + replacements >= 2;
 }
 
 function timerStatements(timers: readonly TimerWrite[], replace: boolean): PlannedStatement[] {
