@@ -6,9 +6,12 @@ import type { MikroORM, Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dialectOf } from '../src/dialect/dialect-adapter.js';
 import { isInfrastructureFault } from '../src/dispatcher/infrastructure-fault.js';
+import { SagaConcurrencyError, SagaRuntime } from '../src/index.js';
 import { isDriverException, ORM_MAJOR, platformNames, queryRows } from '../src/orm/index.js';
+import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS, isSqlite, waitsForLocksSynchronously } from './support/databases.js';
-import { useDatabase } from './support/suite.js';
+import { rowsOf } from './support/rows.js';
+import { uniqueKey, useDatabase } from './support/suite.js';
 
 /** The busy timeout of the connection `orm` uses, ms (`pragma busy_timeout`). */
 async function busyTimeoutOf(orm: MikroORM): Promise<number> {
@@ -79,6 +82,40 @@ for (const dialect of DIALECTS.filter(isSqlite)) {
       } finally {
         await locker.em.getConnection().execute('commit');
       }
+    });
+  });
+}
+
+for (const dialect of DIALECTS.filter(isSqlite)) {
+  describe(`a unit of work meeting a write lock held by another connection (${dialect}, MikroORM ${ORM_MAJOR})`, () => {
+    const db = useDatabase(dialect, [ScriptedSaga]);
+    const opened: MikroORM[] = [];
+    afterEach(async () => {
+      for (const orm of opened.splice(0)) await orm.close(true);
+    });
+
+    it('is retried, and after maxAttempts fails with CONCURRENCY_CONFLICT naming the lock and the busy timeout; nothing written', async () => {
+      const locker = await db().openAnother();
+      opened.push(locker);
+      const waiter = await db().openAnother(busyTimeoutOptions(dialect, 50));
+      opened.push(waiter);
+      const runtime = new SagaRuntime({ em: waiter.em, sagas: [scriptedSaga], concurrency: { maxAttempts: 2, baseDelayMs: 0 } });
+      const key = uniqueKey('locked');
+      // RESERVED: others may read (the unit loads its saga) but not write until the locker ends.
+      await locker.em.getConnection().execute('begin immediate');
+      try {
+        const error = await runtime.handle(scriptedSaga, { type: 'Start', key }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(SagaConcurrencyError);
+        expect(error).toMatchObject({ code: 'CONCURRENCY_CONFLICT', details: { attempts: 2 } });
+        const message = (error as Error).message;
+        expect(message).toContain('the database stayed locked by another connection past its busy timeout');
+        expect(message).toContain("or the connection's busy timeout");
+        expect(message).not.toContain('kept committing first');
+        expect(isDriverException((error as Error).cause) && ((error as Error).cause as Error).name).toBe('LockWaitTimeoutException');
+      } finally {
+        await locker.em.getConnection().execute('commit');
+      }
+      expect(await rowsOf(db().orm).saga(key)).toBeNull();
     });
   });
 }

@@ -189,6 +189,13 @@ export function isConcurrencyConflict(error: unknown): boolean {
   return error instanceof OptimisticLockError || error instanceof DeadlockException || error instanceof LockWaitTimeoutException;
 }
 
+/** What kind of conflict a retried {@link isConcurrencyConflict} error was, for the message that ends the retries. */
+export function conflictKind(error: unknown): 'lock wait' | 'deadlock' | 'version' {
+  if (error instanceof LockWaitTimeoutException) return 'lock wait';
+  if (error instanceof DeadlockException) return 'deadlock';
+  return 'version';
+}
+
 /** The connection failed, or the database stayed locked past the busy timeout. */
 export function isConnectionOrLockError(error: unknown): boolean {
   return error instanceof ConnectionException || error instanceof LockWaitTimeoutException || error instanceof DeadlockException;

@@ -7,7 +7,7 @@ import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-r
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaState } from '../entities/saga-state.js';
 import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
-import { entityMetadata, freshFork, isScalarProperty } from '../orm/compat.js';
+import { conflictKind, entityMetadata, freshFork, isScalarProperty } from '../orm/compat.js';
 import { verifySagaSchema } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
 import { findHandledMessage, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
@@ -46,6 +46,13 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 65_536;
 
 /** Default of `verifySchema`: the schema is checked before the first unit of work. */
 export const DEFAULT_VERIFY_SCHEMA = true;
+
+/** What the last of a run of conflicts was, for the message of a {@link SagaConcurrencyError}. */
+const LAST_CONFLICT = {
+  version: 'other units of work kept committing first',
+  deadlock: 'the last: a deadlock with another transaction',
+  'lock wait': 'the last: the database stayed locked by another connection past its busy timeout',
+} as const;
 
 /** Options of {@link SagaRuntime}. */
 export interface SagaRuntimeOptions {
@@ -409,7 +416,7 @@ export class SagaRuntime {
         if (attempt >= maxAttempts) {
           throw new SagaConcurrencyError(
             'CONCURRENCY_CONFLICT',
-            `Saga ${saga.definition.name}${error.sagaId ? `/${error.sagaId}` : ''}: message '${message.type}' met ${conflicts} concurrency conflicts in a row (other units of work kept committing first); nothing of it was written. Retry the message later, or raise concurrency.maxAttempts.`,
+            `Saga ${saga.definition.name}${error.sagaId ? `/${error.sagaId}` : ''}: message '${message.type}' met ${conflicts} concurrency conflicts in a row (${LAST_CONFLICT[conflictKind(error.cause)]}); nothing of it was written. Retry the message later, or raise concurrency.maxAttempts${conflictKind(error.cause) === 'lock wait' ? " or the connection's busy timeout (docs/timers.md)" : ''}.`,
             { sagaType: saga.definition.name, sagaId: error.sagaId, messageType: message.type, attempts: attempt },
             { cause: error.cause },
           );
