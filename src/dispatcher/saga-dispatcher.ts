@@ -1,6 +1,7 @@
 import { runWithCorrelationId } from '../correlation/correlation-context.js';
 import { SagaError } from '../errors.js';
 import type { TimerDelivery } from '../saga/saga-runtime.js';
+import type { SagaPreload } from '../saga/unit-of-work/saga-preload.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import {
   type Claim,
@@ -341,9 +342,12 @@ export class SagaDispatcher implements AsyncDisposable {
     const { rows, undecodable } = await claimDueTimers(this.context, now, leaseUntil, this.options.batchSize, this.claimGuard(table, now));
     counts.claimed = rows.length + undecodable.length;
     if (counts.claimed > 0) this.emit('claimed', { table, ids: [...rows, ...undecodable].map((r) => r.id), at: now, leaseUntil });
+    // The claimed timers' sagas are read with one query while the undecodable rows are retired and the start
+    // marks written; each saga's first delivery takes its row (saga-preload.ts).
+    const preload = this.options.runtime.preloadTimerSagas(rows);
     await this.retireUndecodable(undecodable, counts);
     this.leases.hold(table, rows);
-    await this.pool.submit(rows.map((timer) => this.task(table, timer, signal, counts, () => this.fire(timer, counts))));
+    await this.pool.submit(rows.map((timer) => this.task(table, timer, signal, counts, () => this.fire(timer, counts, preload))));
   }
 
   /**
@@ -442,12 +446,12 @@ export class SagaDispatcher implements AsyncDisposable {
     return rows.length;
   }
 
-  private async fire(timer: TimerDelivery, counts: Mutable<DispatchPassResult['timers']>): Promise<void> {
+  private async fire(timer: TimerDelivery, counts: Mutable<DispatchPassResult['timers']>, preload: SagaPreload): Promise<void> {
     const row: HeldRow = timer;
     const what = `timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
     if (!(await this.startDelivery(DISPATCH_TABLES.timer, row, what, counts))) return;
     try {
-      const result = await this.withTimeout(() => this.options.runtime.deliverTimer(timer), timer.correlationId);
+      const result = await this.withTimeout(() => this.options.runtime.deliverTimer(timer, preload), timer.correlationId);
       // The runtime counts stale and discarded deliveries (saga.timeout.stale / .discarded); counted here too, a
       // stale firing added 2.
       if (result.outcome === 'stale' || result.outcome === 'ignored') {

@@ -2,6 +2,7 @@ import {
   ConnectionException,
   DeadlockException,
   DriverException,
+  type EntityData,
   type EntityManager,
   type EntityMetadata,
   type EntityProperty,
@@ -289,6 +290,44 @@ export function allEntityMetadata(em: EntityManager): EntityMetadata[] {
   // A plain record keyed by class name on 6, a Map keyed by class on 7.
   const all: Record<string, EntityMetadata> | Map<unknown, EntityMetadata> = em.getMetadata().getAll();
   return all instanceof Map ? [...all.values()] : Object.values(all);
+}
+
+/** The name MikroORM's driver and entity factory take for an entity: its class name on 6, its class on 7. */
+function entityNameOf(meta: EntityMetadata): never {
+  return (ORM_MAJOR === 6 ? meta.className : meta.class) as never;
+}
+
+/**
+ * Whether rows of `meta` read by {@link findRowsByPrimaryKey} are what `em.findOne` would find: no entity or global
+ * filter may apply (`findOne` applies them, the driver does not), and the entity is not virtual.
+ */
+export function readsRowsDirectly(em: EntityManager, meta: EntityMetadata): boolean {
+  const global = (em.config.get('filters') ?? {}) as Record<string, unknown>;
+  return !meta.virtual && Object.keys(meta.filters ?? {}).length === 0 && Object.keys(global).length === 0;
+}
+
+/**
+ * Reads the rows of `meta` whose primary key is one of `ids` with one query, through MikroORM's driver (the
+ * query `em.find` sends, without the identity map): each row is entity data as the driver maps it, ready for
+ * {@link hydrateRow}. Check {@link readsRowsDirectly} first.
+ */
+export async function findRowsByPrimaryKey(em: EntityManager, meta: EntityMetadata, ids: readonly string[]): Promise<EntityData<object>[]> {
+  const pk = meta.primaryKeys[0]!;
+  const driver = em.getDriver() as unknown as {
+    find(entityName: never, where: unknown, options: { ctx?: unknown }): Promise<EntityData<object>[]>;
+  };
+  return driver.find(entityNameOf(meta), { [pk]: { $in: [...ids] } }, { ctx: em.getTransactionContext() });
+}
+
+/**
+ * Makes `row` (from {@link findRowsByPrimaryKey}) a managed entity of `em`, as `em.findOne` does with the row it
+ * read: created by the entity factory with custom types converted, registered in the identity map with its
+ * original data (what the next flush compares against), and `onLoad` hooks run. `row` must not be used again.
+ */
+export async function hydrateRow<T extends object>(em: EntityManager, meta: EntityMetadata, row: EntityData<object>): Promise<T> {
+  const entity = em.getEntityFactory().create(entityNameOf(meta), row as never, { merge: true, convertCustomTypes: true }) as T;
+  await em.getUnitOfWork().dispatchOnLoadEvent();
+  return entity;
 }
 
 /** `name` quoted for the platform (backticks on SQLite, double quotes on PostgreSQL). */

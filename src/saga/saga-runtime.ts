@@ -32,6 +32,7 @@ import { DEFAULT_GROUP_MAX_GROUPS, DEFAULT_GROUP_MAX_UNITS, GroupCommit, type Un
 import { type IgnoredMessage, loadInstance } from './unit-of-work/load-instance.js';
 import { planTimerRetirement, planWrites } from './unit-of-work/plan-writes.js';
 import { runStep, sealState } from './unit-of-work/run-step.js';
+import { SagaPreload } from './unit-of-work/saga-preload.js';
 import type { UnitOfWorkPlan } from './unit-of-work/unit-of-work-plan.js';
 import { runNamed, StaleTimer, type WriteReport, writePlan } from './unit-of-work/write-plan.js';
 
@@ -276,11 +277,21 @@ export class SagaRuntime {
   }
 
   /**
+   * @internal Reads the saga rows of a claimed timer batch ahead, with one query per saga type (not awaited
+   * here), for {@link deliverTimer}: each saga's first delivery in the batch takes its row from it.
+   */
+  preloadTimerSagas(timers: readonly TimerDelivery[]): SagaPreload {
+    return SagaPreload.read(this.options.em, (sagaType) => this.sagas.get(sagaType), timers);
+  }
+
+  /**
    * Delivers a claimed timer to its own saga instance. The timer is stamped `fired` in the same
    * transaction as the state change it causes, only while `timer.token` is still its token; otherwise
    * nothing is written and the outcome is `stale`.
+   * @param preload @internal the saga rows of the timer's claimed batch ({@link preloadTimerSagas}): the first
+   *   attempt takes the saga's row from it when it holds it. Default: none (the row is read).
    */
-  async deliverTimer(timer: TimerDelivery): Promise<HandleResult> {
+  async deliverTimer(timer: TimerDelivery, preload?: SagaPreload): Promise<HandleResult> {
     const saga = this.registered(timer.sagaType);
     const message = timer.payload as SagaMessage;
     if (
@@ -294,7 +305,7 @@ export class SagaRuntime {
         { sagaType: timer.sagaType, sagaId: timer.sagaId, timerName: timer.name, messageType: timer.messageType },
       );
     }
-    return this.run(saga, message, { kind: 'timer', timer }, timer.correlationId ?? randomUUID());
+    return this.run(saga, message, { kind: 'timer', timer, preload }, timer.correlationId ?? randomUUID());
   }
 
   /**
@@ -444,9 +455,11 @@ export class SagaRuntime {
       throw await classifyFailure(error, { em: this.options.em, dialect: this.dialect, saga, messageType: message.type, ...context });
     };
 
-    const instance = await runNamed('read', meta.tableName, () => loadInstance(em, saga, message, target, now)).catch(
-      failed({ sagaId: timer?.sagaId, startedWith: undefined, timerNames: [] }),
-    );
+    // Only the first attempt may use a row read ahead: a retry follows a conflict, so it reads the row afresh.
+    const preloaded = target.kind === 'timer' && attempts === 1 ? target.preload?.take(definition.name, target.timer.sagaId) : undefined;
+    const instance = await runNamed('read', meta.tableName, async () =>
+      loadInstance(em, saga, message, target, now, await preloaded),
+    ).catch(failed({ sagaId: timer?.sagaId, startedWith: undefined, timerNames: [] }));
     const messageId = target.kind === 'correlation' ? target.messageId : undefined;
     // Looked up before the ignore decision: the redelivery of the message that completed the saga is a duplicate.
     const existing = instance.kind === 'ignored' ? instance.state : instance.isNew ? null : instance.state;

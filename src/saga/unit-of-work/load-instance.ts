@@ -1,5 +1,6 @@
-import type { EntityManager } from '@mikro-orm/core';
+import type { EntityData, EntityManager } from '@mikro-orm/core';
 import type { SagaState } from '../../entities/saga-state.js';
+import { hydrateRow } from '../../orm/compat.js';
 import type { SagaMessage } from '../define-saga.js';
 import { IGNORE_REASONS, type IgnoreReason } from '../handle-result.js';
 import { type HandleTarget, type RegisteredSaga, readStep } from '../registered-saga.js';
@@ -33,7 +34,8 @@ export interface IgnoredMessage {
  * Phase 1 of a unit of work: finds the instance the message is for (by correlation value, or a timer's
  * saga id) and decides whether a step runs. A start message without an instance creates one in `em`
  * (inserted by the write phase); anything else without an instance, and a completed instance the
- * definition does not handle `message.type` for, is ignored. Reads one row; writes nothing.
+ * definition does not handle `message.type` for, is ignored. Reads one row (or takes `preloaded`, the instance's
+ * row read ahead with its timer batch's, hydrated into `em` as `em.findOne` would); writes nothing.
  */
 export async function loadInstance(
   em: EntityManager,
@@ -41,10 +43,13 @@ export async function loadInstance(
   message: SagaMessage,
   target: HandleTarget,
   now: Date,
+  preloaded?: EntityData<object>,
 ): Promise<LoadedInstance | IgnoredMessage> {
   const { definition } = saga;
   const where = target.kind === 'timer' ? { id: target.timer.sagaId } : { [definition.correlationProperty]: target.value };
-  const found = (await em.findOne(definition.state, where as never)) as SagaState | null;
+  const found = preloaded
+    ? await hydrateRow<SagaState>(em, saga.meta, preloaded)
+    : ((await em.findOne(definition.state, where as never)) as SagaState | null);
   if (found) {
     if (found.completedAt && !definition.handlesCompleted(message.type)) {
       return { kind: 'ignored', reason: IGNORE_REASONS.COMPLETED, state: found };
