@@ -149,14 +149,17 @@ export function claimDueRows(
   // "picked" reads every column before the update: whether the claim charges a lost delivery, and the
   // last error, decide which rows are delivered alone (the dispatcher's diedWithItsDispatcher()). A saga with
   // such a row in the batch has none of its rows started here: its later rows wait in its lane behind that one.
-  const picked = pick.replace(
-    `select ${c.id} from`,
-    `select ${c.id}, ${c.sagaType} as "st", ${c.sagaId} as "si", ${c.availableAt} as "av", ${c.attempts} as "at",
-       case when ${lost} then 1 else 0 end as "lost", ${c.lastError} as "le" from`,
-  );
+  // "locked" picks and locks the ids alone: PostgreSQL sorts every due row under a locking LIMIT (no top-N
+  // sort), and each column the pick returns widens that sort; "picked" then reads the batch's columns by id,
+  // locking again (rows this statement already holds) so that it reads the version "locked" locked, as the
+  // UPDATE does, when another transaction changed a row after this statement's snapshot.
+  const picked = `select ${c.id}, ${c.sagaType} as "st", ${c.sagaId} as "si", ${c.availableAt} as "av", ${c.attempts} as "at",
+       case when ${lost} then 1 else 0 end as "lost", ${c.lastError} as "le" from ${name}
+     where ${c.id} in (select ${c.id} from "locked")${db.dialect.supportsSkipLocked ? ' for update' : ''}`;
   return queryRows<Record<string, unknown>>(
     db.autocommit,
-    `with "picked" as (${picked}),
+    `with "locked" as (${pick}),
+     "picked" as (${picked}),
      "isolated" as (
        select "st", "si" from "picked"
        where "lost" = 1 or substr(coalesce("le", ''), 1, ${LEASE_EXPIRED_PREFIX.length}) = '${LEASE_EXPIRED_PREFIX}'),
@@ -200,21 +203,35 @@ async function updateClaimedRows(
   extraCondition = '',
 ): Promise<string[]> {
   const { name, c } = shared(db, table);
+  const postgres = db.dialect.name === 'postgresql';
   const updated: string[] = [];
   for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
     const chunk = claims.slice(i, i + CLAIMS_PER_STATEMENT);
-    const held = `${c.id} in (${placeholders(chunk.length)}) and ${c.token} in (${placeholders(chunk.length)})
+    const ids = chunk.map((claim) => claim.id);
+    const tokens = chunk.map((claim) => claim.token);
+    // PostgreSQL: two array parameters (the column gives them their type), not 2 x n; one parameter each is
+    // quoted, sent and parsed instead of n (MikroORM 6 inlines every parameter into the statement's text).
+    const held = `${postgres ? `${c.id} = any(?) and ${c.token} = any(?)` : `${c.id} in (${placeholders(chunk.length)}) and ${c.token} in (${placeholders(chunk.length)})`}
          and ${c.dispatchedAt} is null${extraCondition}`;
     const rows = await queryRows<{ id: string }>(
       db.autocommit,
       `update ${name} set ${assignments}
        where ${db.dialect.supportsSkipLocked ? `${c.id} in (${lockedInSagaOrder(c, name, held)})` : held}
        returning ${c.id} as "id"`,
-      [...params, ...chunk.map((claim) => claim.id), ...chunk.map((claim) => claim.token)],
+      postgres ? [...params, arrayLiteral(ids), arrayLiteral(tokens)] : [...params, ...ids, ...tokens],
     );
-    updated.push(...rows.map((row) => String(row.id)));
+    for (const row of rows) updated.push(String(row.id));
   }
   return updated;
+}
+
+/**
+ * A PostgreSQL array literal of `values` (`{"a","b"}`), every element quoted: one text parameter whose type the
+ * column it is compared with decides (`uuid[]` for `id = any(?)`); a value that is not of that type fails the
+ * statement as a bad parameter would.
+ */
+function arrayLiteral(values: readonly string[]): string {
+  return `{${values.map((value) => `"${value.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`;
 }
 
 /** The columns {@link lockedInSagaOrder} orders by. */
