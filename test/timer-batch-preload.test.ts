@@ -63,6 +63,40 @@ const RichSagaSchema = defineEntity({
   },
 });
 
+/** A saga state whose entity has a default filter: `em.findOne` does not see an archived instance. */
+class FilteredSaga extends SagaState {
+  key!: string;
+  archived: boolean = false;
+  ticks: number = 0;
+}
+
+const FilteredSagaSchema = defineEntity({
+  class: FilteredSaga,
+  extends: SagaStateSchema,
+  tableName: 'filtered_preload_saga',
+  filters: { active: { name: 'active', cond: { archived: false }, default: true } },
+  properties: {
+    key: { type: 'string', fieldName: 'key', unique: true },
+    archived: { type: 'boolean', fieldName: 'archived' },
+    ticks: { type: 'integer', fieldName: 'ticks' },
+  },
+});
+
+const filteredSaga = defineSaga<FilteredSaga, { readonly type: 'Start'; readonly key: string } | { readonly type: 'Tick' }>({
+  name: 'filtered-preload',
+  state: FilteredSaga,
+  correlation: { property: 'key', from: { Start: (m) => m.key } },
+  startedBy: ['Start'],
+  steps: {
+    Start(_saga, _message, ctx) {
+      ctx.schedule('tick', 0, { type: 'Tick' });
+    },
+    Tick(saga) {
+      saga.ticks++;
+    },
+  },
+});
+
 type RichMessage =
   | { readonly type: 'Start'; readonly key: string; readonly set: Partial<RichSaga>; readonly timers: readonly string[] }
   | { readonly type: 'Bump' }
@@ -100,7 +134,7 @@ const valuesOf = (saga: RichSaga) => ({
 
 for (const dialect of DIALECTS) {
   describe(`timer batch preload (${dialect})`, () => {
-    const db = useDatabase(dialect, [ScriptedSaga, RichSagaSchema]);
+    const db = useDatabase(dialect, [ScriptedSaga, RichSagaSchema, FilteredSagaSchema]);
     const dispatchers: SagaDispatcher[] = [];
     afterEach(async () => {
       const running = dispatchers.splice(0).filter((d) => d.running);
@@ -111,7 +145,7 @@ for (const dialect of DIALECTS) {
       // Each test sees only its own timers.
       await db().orm.em.fork().nativeDelete(SagaTimer, {});
       const clock = new FakeClock('2026-02-02T10:00:00.000Z');
-      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga, richSaga], clock });
+      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga, richSaga, filteredSaga], clock });
       return { clock, runtime, rows: rowsOf(db().orm) };
     };
     const claim = async (runtime: SagaRuntime, clock: FakeClock) =>
@@ -197,6 +231,23 @@ for (const dialect of DIALECTS) {
       expect(after).toMatchObject({ version: 1, counter: 1 });
       expect(valuesOf(after)).toEqual(before);
       expect(before).toMatchObject({ code: 'abc', total: '9007199254740991', priority: 'high', ratio: 0.1 });
+    });
+
+    it('a saga entity with a filter is not read ahead: its timer sees what em.findOne sees (an archived instance is gone)', async () => {
+      const { clock, runtime } = await setup();
+      const key = uniqueKey('filtered');
+      const { sagaId } = await runtime.handle(filteredSaga, { type: 'Start', key });
+      await db().orm.em.fork().nativeUpdate(FilteredSaga, { key }, { archived: true }, { filters: false });
+      clock.advance({ seconds: 1 });
+      const dispatcher = new SagaDispatcher({ runtime, clock, logger: silentLogger });
+      dispatchers.push(dispatcher);
+
+      expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 0, stale: 1 });
+
+      // The filter hid the instance from the delivery, as it would without the batch read: no step ran.
+      const row = await db().orm.em.fork().findOneOrFail(FilteredSaga, { id: sagaId! }, { filters: false });
+      expect(row).toMatchObject({ archived: true, ticks: 0, version: 0 });
+      expect((await db().orm.em.fork().find(SagaTimer, { sagaId: sagaId! }))[0]).toMatchObject({ outcome: 'discarded' });
     });
   });
 }

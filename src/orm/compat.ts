@@ -299,11 +299,13 @@ function entityNameOf(meta: EntityMetadata): never {
 
 /**
  * Whether rows of `meta` read by {@link findRowsByPrimaryKey} are what `em.findOne` would find: no entity or global
- * filter may apply (`findOne` applies them, the driver does not), and the entity is not virtual.
+ * filter may apply and no relation is `eager` (`findOne` applies filters and populates eager relations, the driver
+ * does neither), and the entity is not virtual.
  */
 export function readsRowsDirectly(em: EntityManager, meta: EntityMetadata): boolean {
   const global = (em.config.get('filters') ?? {}) as Record<string, unknown>;
-  return !meta.virtual && Object.keys(meta.filters ?? {}).length === 0 && Object.keys(global).length === 0;
+  const eager = Object.values(meta.properties as Record<string, EntityProperty>).some((p) => p.eager === true);
+  return !meta.virtual && !eager && Object.keys(meta.filters ?? {}).length === 0 && Object.keys(global).length === 0;
 }
 
 /**
