@@ -45,7 +45,12 @@ for (const dialect of DIALECTS) {
     const db = useDatabase(dialect, [ArchivableSagaSchema]);
     const dispatchers: SagaDispatcher[] = [];
     afterEach(async () => {
-      await Promise.all(dispatchers.splice(0).filter((d) => d.running).map((d) => d.stop()));
+      await Promise.all(
+        dispatchers
+          .splice(0)
+          .filter((d) => d.running)
+          .map((d) => d.stop()),
+      );
     });
 
     it('a saga hidden by em.addFilter is not delivered its timer (em.findOne does not find it)', async () => {

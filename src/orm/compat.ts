@@ -300,12 +300,22 @@ function entityNameOf(meta: EntityMetadata): never {
 /**
  * Whether rows of `meta` read by {@link findRowsByPrimaryKey} are what `em.findOne` would find: no entity or global
  * filter may apply and no relation is `eager` (`findOne` applies filters and populates eager relations, the driver
- * does neither), and the entity is not virtual.
+ * does neither), and the entity is not virtual. Global filters include those registered on `em` itself
+ * (`em.addFilter`, copied to its forks): MikroORM keeps them private, so `em.applyFilters` is asked whether any
+ * filter would change an empty condition (a filter that cannot be evaluated without its parameters counts too).
  */
-export function readsRowsDirectly(em: EntityManager, meta: EntityMetadata): boolean {
+export async function readsRowsDirectly(em: EntityManager, meta: EntityMetadata): Promise<boolean> {
   const global = (em.config.get('filters') ?? {}) as Record<string, unknown>;
   const eager = Object.values(meta.properties as Record<string, EntityProperty>).some((p) => p.eager === true);
-  return !meta.virtual && !eager && Object.keys(meta.filters ?? {}).length === 0 && Object.keys(global).length === 0;
+  if (meta.virtual || eager || Object.keys(meta.filters ?? {}).length > 0 || Object.keys(global).length > 0) return false;
+  const where = {};
+  const filtered = (em as unknown as { applyFilters(entityName: never, where: object, options: object, type: 'read'): Promise<unknown> })
+    .applyFilters(entityNameOf(meta), where, {}, 'read')
+    .then(
+      (applied) => applied !== where,
+      () => true,
+    );
+  return !(await filtered);
 }
 
 /**
