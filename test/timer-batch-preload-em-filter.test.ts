@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, SagaDispatcher, SagaRuntime, SagaState, SagaStateSchema, SagaTimer, silentLogger } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { DIALECTS } from './support/databases.js';
+import { LOADED_ORM_MAJOR } from './support/orm-leg.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
 class ArchivableSaga extends SagaState {
@@ -56,7 +57,10 @@ for (const dialect of DIALECTS) {
     it('a saga hidden by em.addFilter is not delivered its timer (em.findOne does not find it)', async () => {
       await db().orm.em.fork().nativeDelete(SagaTimer, {});
       const em = db().orm.em.fork();
-      em.addFilter('active', { archived: false }, ArchivableSaga);
+      // MikroORM 6 takes (name, cond, entity), 7 one options object.
+      const addFilter = em.addFilter.bind(em) as unknown as (...args: unknown[]) => void;
+      if (LOADED_ORM_MAJOR === 6) addFilter('active', { archived: false }, ArchivableSaga);
+      else addFilter({ name: 'active', cond: { archived: false }, entity: ArchivableSaga });
       const clock = new FakeClock('2026-02-02T10:00:00.000Z');
       const runtime = new SagaRuntime({ em, sagas: [archivableSaga], clock });
       const key = uniqueKey('em-filtered');
