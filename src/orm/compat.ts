@@ -298,14 +298,29 @@ function entityNameOf(meta: EntityMetadata): never {
 }
 
 /**
- * Whether rows of `meta` read by {@link findRowsByPrimaryKey} are what `em.findOne` would find: no entity or global
- * filter may apply and no relation is `eager` (`findOne` applies filters and populates eager relations, the driver
- * does neither), and the entity is not virtual.
+ * Whether rows of `meta` read by {@link findRowsByPrimaryKey} are what `em.findOne` would find: no filter may apply
+ * to the entity or to the target of one of its to-one relations, and no relation is `eager` (`findOne` applies
+ * filters, joins a filtered to-one relation to null it when its row is hidden, and populates eager relations; the
+ * driver does none of that), and the entity is not virtual. Filters include those registered on `em` itself
+ * (`em.addFilter`, copied to its forks): MikroORM keeps them private, so `em.applyFilters` is asked whether any
+ * filter would change an empty condition (a filter that cannot be evaluated without its parameters counts too).
  */
-export function readsRowsDirectly(em: EntityManager, meta: EntityMetadata): boolean {
+export async function readsRowsDirectly(em: EntityManager, meta: EntityMetadata): Promise<boolean> {
   const global = (em.config.get('filters') ?? {}) as Record<string, unknown>;
-  const eager = Object.values(meta.properties as Record<string, EntityProperty>).some((p) => p.eager === true);
-  return !meta.virtual && !eager && Object.keys(meta.filters ?? {}).length === 0 && Object.keys(global).length === 0;
+  const properties = Object.values(meta.properties as Record<string, EntityProperty>);
+  const eager = properties.some((p) => p.eager === true);
+  if (meta.virtual || eager || Object.keys(meta.filters ?? {}).length > 0 || Object.keys(global).length > 0) return false;
+  const toOne = properties.filter((p) => (p.kind === 'm:1' || p.kind === '1:1') && p.targetMeta).map((p) => p.targetMeta!);
+  if (toOne.some((target) => Object.keys(target.filters ?? {}).length > 0)) return false;
+  const where = {};
+  const filtered = async (entity: EntityMetadata): Promise<boolean> =>
+    (em as unknown as { applyFilters(entityName: never, where: object, options: object, type: 'read'): Promise<unknown> })
+      .applyFilters(entityNameOf(entity), where, {}, 'read')
+      .then(
+        (applied) => applied !== where,
+        () => true,
+      );
+  return !(await Promise.all([meta, ...toOne].map(filtered))).some(Boolean);
 }
 
 /**

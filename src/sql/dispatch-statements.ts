@@ -190,8 +190,7 @@ const CLAIMS_PER_STATEMENT = 500;
 
 /**
  * Runs `update <table> set <assignments> where (id, token) is one of `claims` and the row is still pending`,
- * in statements of at most {@link CLAIMS_PER_STATEMENT} claims. Tokens are random per row and claim, so
- * `id in (...) and token in (...)` matches exactly the pairs given.
+ * in statements of at most {@link CLAIMS_PER_STATEMENT} claims, each id matched with its own claim's token.
  * @returns the ids of the rows it updated; a claim missing from it was lost (taken over, or not pending).
  */
 async function updateClaimedRows(
@@ -209,16 +208,23 @@ async function updateClaimedRows(
     const chunk = claims.slice(i, i + CLAIMS_PER_STATEMENT);
     const ids = chunk.map((claim) => claim.id);
     const tokens = chunk.map((claim) => claim.token);
-    // PostgreSQL: two array parameters (the column gives them their type), not 2 x n; one parameter each is
-    // quoted, sent and parsed instead of n (MikroORM 6 inlines every parameter into the statement's text).
-    const held = `${postgres ? `${c.id} = any(?) and ${c.token} = any(?)` : `${c.id} in (${placeholders(chunk.length)}) and ${c.token} in (${placeholders(chunk.length)})`}
+    // Each id is matched with its own claim's token (pairs, not `id in (...) and token in (...)`, which would take
+    // a row under another claim's token); `id` alone first, for the primary key's index.
+    // PostgreSQL: array parameters (one each is quoted, sent and parsed instead of n: MikroORM 6 inlines every
+    // parameter into the statement's text), the pairs zipped by unnest.
+    const pairs = postgres
+      ? `(${c.id}, ${c.token}) in (select * from unnest(?::uuid[], ?::uuid[]))`
+      : `(${c.id}, ${c.token}) in (values ${chunk.map(() => '(?, ?)').join(', ')})`;
+    const held = `${postgres ? `${c.id} = any(?)` : `${c.id} in (${placeholders(chunk.length)})`} and ${pairs}
          and ${c.dispatchedAt} is null${extraCondition}`;
     const rows = await queryRows<{ id: string }>(
       db.autocommit,
       `update ${name} set ${assignments}
        where ${db.dialect.supportsSkipLocked ? `${c.id} in (${lockedInSagaOrder(c, name, held)})` : held}
        returning ${c.id} as "id"`,
-      postgres ? [...params, arrayLiteral(ids), arrayLiteral(tokens)] : [...params, ...ids, ...tokens],
+      postgres
+        ? [...params, arrayLiteral(ids), arrayLiteral(ids), arrayLiteral(tokens)]
+        : [...params, ...ids, ...chunk.flatMap((claim) => [claim.id, claim.token])],
     );
     for (const row of rows) updated.push(String(row.id));
   }

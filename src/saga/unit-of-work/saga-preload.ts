@@ -42,17 +42,21 @@ export class SagaPreload {
     const reads: Promise<[string, EntityData<object>][]>[] = [];
     for (const [sagaType, ids] of idsByType) {
       const saga = sagaOf(sagaType);
-      if (!saga || !readsRowsDirectly(fork, saga.meta)) continue;
+      if (!saga) continue;
       const pk = saga.meta.primaryKeys[0]!;
       const all = [...ids];
-      for (let i = 0; i < all.length; i += PRELOAD_CHUNK) {
-        const chunk = all.slice(i, i + PRELOAD_CHUNK);
-        reads.push(
-          findRowsByPrimaryKey(fork, saga.meta, chunk).then((rows) =>
-            rows.map((row): [string, EntityData<object>] => [keyOf(sagaType, String((row as Record<string, unknown>)[pk])), row]),
-          ),
-        );
-      }
+      const read = async (): Promise<[string, EntityData<object>][]> => {
+        // Filters (the entity's, the configuration's or the EntityManager's own) are checked where em.findOne
+        // would apply them; a saga type they may hide is left to the units of work.
+        if (!(await readsRowsDirectly(fork, saga.meta))) return [];
+        const chunks: Promise<EntityData<object>[]>[] = [];
+        for (let i = 0; i < all.length; i += PRELOAD_CHUNK)
+          chunks.push(findRowsByPrimaryKey(fork, saga.meta, all.slice(i, i + PRELOAD_CHUNK)));
+        return (await Promise.all(chunks))
+          .flat()
+          .map((row): [string, EntityData<object>] => [keyOf(sagaType, String((row as Record<string, unknown>)[pk])), row]);
+      };
+      reads.push(read());
     }
     if (reads.length === 0) return SagaPreload.EMPTY;
     // An optimisation only: a failed read is met again, and reported, by the units of work reading their own rows.
