@@ -4,7 +4,9 @@
  * `test/support/dispatcher-process.ts` in `drain` mode; all start together once connected.
  *
  * Alone: `BENCH_SQLITE_TIMERS=2000 BENCH_REPS=2 node --import tsx bench/sqlite-processes.ts` prints each run
- * (wall time, what each process claimed, failed passes).
+ * (wall time, what each process claimed, failed passes). Knobs: `BENCH_PER_SAGA` (timers per saga, 10),
+ * `BENCH_BATCH` and `BENCH_CONC` (the processes' batchSize and concurrency; default: the dispatcher's),
+ * `BENCH_DRIVER=better-sqlite` (the processes on @mikro-orm/better-sqlite, MikroORM 6 only).
  */
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +19,13 @@ import { removeSqliteFile } from './bench-database.js';
 import { compare, type FigureResult, interleave } from './figure-stats.js';
 
 const PER_SAGA = Number(process.env.BENCH_PER_SAGA ?? 10);
+/** The driver of the dispatcher processes (the file is seeded through @mikro-orm/sqlite either way). */
+const DRIVER: 'sqlite' | 'better-sqlite' = process.env.BENCH_DRIVER === 'better-sqlite' ? 'better-sqlite' : 'sqlite';
+/** Dispatcher options of every process; unset, the dispatcher's defaults (batchSize 2 x concurrency on SQLite). */
+const DISPATCHER = {
+  ...(process.env.BENCH_BATCH ? { batchSize: Number(process.env.BENCH_BATCH) } : {}),
+  ...(process.env.BENCH_CONC ? { concurrency: Number(process.env.BENCH_CONC) } : {}),
+};
 type Journal = 'delete' | 'wal';
 
 async function prepare(file: string, journal: Journal, timers: number): Promise<void> {
@@ -47,7 +56,7 @@ async function drainWith(processes: number, file: string): Promise<DrainRun> {
     lines.push(line);
     if (line.event === 'ready' && ++ready === processes) go();
   };
-  const children = Array.from({ length: processes }, () => startChild('drain', 'sqlite', file, onLine, { waitForGo: true }));
+  const children = Array.from({ length: processes }, () => startChild('drain', DRIVER, file, onLine, { waitForGo: true, ...DISPATCHER }));
   await allReady;
   const started = process.hrtime.bigint();
   for (const { child } of children) child.stdin?.write('go\n');

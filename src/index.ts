@@ -25,6 +25,7 @@ export {
   DEFAULT_MAX_CATCH_UP_AGE_MS,
   DEFAULT_POLL_INTERVAL_MS,
   DEFAULT_STOP_GRACE_MS,
+  SQLITE_BATCH_PER_SLOT,
 } from './dispatcher/dispatcher-options.js';
 export type { LeaseRenewal } from './dispatcher/lease-keeper.js';
 export type { OutboxEnvelope } from './dispatcher/outbox-envelope.js';

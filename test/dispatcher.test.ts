@@ -71,6 +71,24 @@ for (const dialect of DIALECTS) {
         expect(dispatcher.stats().timersFired).toBe(1);
       });
 
+      it('a pass claims at most batchSize timers: by default 100 on PostgreSQL and 2 x concurrency on SQLite', async () => {
+        const byDefault = setup({ concurrency: 4 });
+        const given = setup({ concurrency: 4, batchSize: 3 });
+        await quiet(byDefault.dispatcher);
+        const expected = dialect === 'postgresql' ? 100 : 8;
+        expect(byDefault.dispatcher.options.batchSize).toBe(expected);
+        expect(given.dispatcher.options.batchSize).toBe(3);
+        const schedules: Action[] = Array.from({ length: 6 }, (_, i) => ({ op: 'schedule', name: `t${i}`, after: 1_000 }));
+        for (let i = 0; i < 3; i++) await start(byDefault.runtime, schedules);
+        byDefault.clock.advance(1_000);
+        given.clock.advance(1_000);
+        expect((await given.dispatcher.runOnce()).timers).toMatchObject({ claimed: 3, fired: 3 });
+        expect((await byDefault.dispatcher.runOnce()).timers).toMatchObject({
+          claimed: Math.min(expected, 15),
+          fired: Math.min(expected, 15),
+        });
+      });
+
       it('a timer step can reschedule its own name: the fired row stays, a new pending row is written', async () => {
         const { runtime, dispatcher, rows, clock } = setup();
         await quiet(dispatcher);

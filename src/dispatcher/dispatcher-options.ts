@@ -18,8 +18,15 @@ export type CatchUpPolicy = (typeof CATCH_UP_POLICIES)[keyof typeof CATCH_UP_POL
 
 /** Default `pollIntervalMs`: pause after a pass that found nothing to do. */
 export const DEFAULT_POLL_INTERVAL_MS = 5_000;
-/** Default `batchSize`: rows claimed per table per pass. */
+/** Default `batchSize` on PostgreSQL: rows claimed per table per pass. */
 export const DEFAULT_BATCH_SIZE = 100;
+/**
+ * Default `batchSize` on SQLite, per delivery slot (`concurrency`): rows claimed per table per pass. Small on
+ * purpose: SQLite has one write lock for all processes, and a process that wins it keeps winning (other
+ * processes' busy handlers poll), so rows one process claimed ahead wait behind its turn while the others,
+ * drained, sit idle. Measured in docs/performance.md ("SQLite: claim size").
+ */
+export const SQLITE_BATCH_PER_SLOT = 2;
 /** Default `maxAttempts`: failed deliveries before a row is dead-lettered. */
 export const DEFAULT_DISPATCH_MAX_ATTEMPTS = 10;
 /** Default `leaseMs`: how long a claim is exclusive; after it another dispatcher may take the row. */
@@ -54,7 +61,10 @@ export interface SagaDispatcherOptions {
   readonly clock?: Clock;
   /** Pause after a pass that found nothing to do, ms. Default 5,000. */
   readonly pollIntervalMs?: number;
-  /** Rows claimed per table per pass. Default 100. */
+  /**
+   * Rows claimed per table per pass. Default 100 on PostgreSQL; on SQLite `2 x concurrency` (20 by default),
+   * so that several processes on one file share the due rows instead of one holding them claimed ahead.
+   */
   readonly batchSize?: number;
   /**
    * Failed deliveries a row may collect; the last one dead-letters it. At least 2: a row delivered beside
@@ -149,12 +159,14 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
     fail(`catchUp.policy must be one of ${Object.values(CATCH_UP_POLICIES).join(', ')}; got ${String(policy)}.`);
   }
   const deliveryTimeoutMs = positive('deliveryTimeoutMs', options.deliveryTimeoutMs ?? DEFAULT_DELIVERY_TIMEOUT_MS);
+  const concurrency = positive('concurrency', options.concurrency ?? DEFAULT_DELIVERY_CONCURRENCY, true);
+  const defaultBatchSize = options.runtime.context.dialect.name === 'sqlite' ? SQLITE_BATCH_PER_SLOT * concurrency : DEFAULT_BATCH_SIZE;
   return {
     runtime: options.runtime,
     publish: options.publish,
     clock: options.clock ?? options.runtime.options.clock,
     pollIntervalMs: positive('pollIntervalMs', options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS),
-    batchSize: positive('batchSize', options.batchSize ?? DEFAULT_BATCH_SIZE, true),
+    batchSize: positive('batchSize', options.batchSize ?? defaultBatchSize, true),
     maxAttempts: atLeastTwo(positive('maxAttempts', options.maxAttempts ?? DEFAULT_DISPATCH_MAX_ATTEMPTS, true), fail),
     leaseMs: positive('leaseMs', options.leaseMs ?? DEFAULT_LEASE_MS),
     backoff: {
@@ -167,7 +179,7 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
       maxAgeMs: positive('catchUp.maxAgeMs', options.catchUp?.maxAgeMs ?? DEFAULT_MAX_CATCH_UP_AGE_MS),
       backlogAfterMs: positive('catchUp.backlogAfterMs', options.catchUp?.backlogAfterMs ?? DEFAULT_BACKLOG_AFTER_MS),
     },
-    concurrency: positive('concurrency', options.concurrency ?? DEFAULT_DELIVERY_CONCURRENCY, true),
+    concurrency,
     deliveryTimeoutMs,
     dbRetryMaxMs: positive('dbRetryMaxMs', options.dbRetryMaxMs ?? DEFAULT_DB_RETRY_MAX_MS),
     stopTimeoutMs: positive('stopTimeoutMs', options.stopTimeoutMs ?? deliveryTimeoutMs + DEFAULT_STOP_GRACE_MS),

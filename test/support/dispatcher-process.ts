@@ -130,7 +130,8 @@ if (mode === 'drain') {
   const dispatcher = new SagaDispatcher({
     runtime,
     logger: silentLogger,
-    batchSize: options.batchSize ?? 100,
+    // The dispatcher's own default unless given: 100 on PostgreSQL, 2 x concurrency on SQLite.
+    ...(options.batchSize ? { batchSize: options.batchSize } : {}),
     concurrency: options.concurrency ?? 10,
     ...(options.leaseMs ? { leaseMs: options.leaseMs } : {}),
   });
