@@ -1,4 +1,4 @@
-import type { ChangeSet, EntityMetadata, EntityProperty } from '@mikro-orm/core';
+import { type ChangeSet, type EntityMetadata, type EntityProperty, types } from '@mikro-orm/core';
 import { SagaValidationError } from '../errors.js';
 import { type Accepted, acceptedBy, describe, problemOf } from './column-value.js';
 import { kindOf } from './stored-text.js';
@@ -29,6 +29,9 @@ export function stateValuesCheckFor(meta: EntityMetadata): StateValuesCheck {
   for (const property of meta.props) {
     // Properties of an embeddable stored as one JSON column (`object: true`) are left to that column.
     if (property.kind !== 'scalar' || property.object) continue;
+    // A user-defined type holds whatever JavaScript value it converts (a list stored as text, say): its column
+    // type says nothing about that value, so the type and the database judge it.
+    if (hasUserDefinedType(property)) continue;
     const rule: ColumnRule | undefined = property.runtimeType === 'Date' ? { kind: 'date' } : acceptedBy(property, undefined);
     if (rule) columns.set(property.name, { rule, path: pathOf(meta, property) });
   }
@@ -51,6 +54,14 @@ export function stateValuesCheckFor(meta: EntityMetadata): StateValuesCheck {
       }
     }
   };
+}
+
+/** MikroORM's own mapped types (`types.string`, `types.bigint`, ...): a property of one holds what the column does. */
+const BUILT_IN_TYPES = new Set<unknown>(Object.values(types));
+
+function hasUserDefinedType(property: EntityProperty): boolean {
+  const custom = property.customType as object | undefined;
+  return custom !== undefined && !BUILT_IN_TYPES.has(custom.constructor);
 }
 
 /** A checked column: its rule, and where the state holds its value (`['address', 'street']` for an embeddable). */
