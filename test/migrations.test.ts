@@ -45,7 +45,7 @@ for (const dialect of DIALECTS) {
       expect(await updateSchemaSql(libraryOnly().orm)).toBe('');
     });
 
-    it('creates the filtered unique index over pending timer names and the partial due indexes', async () => {
+    it('creates the filtered unique index over pending timer names and the partial claim indexes', async () => {
       const em = libraryOnly().orm.em.fork();
       const execute = (sql: string) => em.getConnection().execute<Record<string, unknown>[]>(sql);
       const timer = await indexSql(dialect, execute, 'saga_timer');
@@ -54,14 +54,14 @@ for (const dialect of DIALECTS) {
           expect.stringMatching(
             /unique index saga_timer_pending_name_uniq on .*saga_timer.*\(saga_type, saga_id, name\) where \(?dispatched_at is null\)?/,
           ),
-          expect.stringMatching(/index saga_timer_due_idx on .*saga_timer.*\(available_at\) where \(?dispatched_at is null\)?/),
+          expect.stringMatching(/index saga_timer_claim_idx on .*saga_timer.*\(available_at, id\) where \(?dispatched_at is null\)?/),
           expect.stringMatching(/index saga_timer_dispatched_at_idx on .*saga_timer.*\(dispatched_at\)$/),
         ]),
       );
       const outbox = await indexSql(dialect, execute, 'saga_outbox');
       expect(outbox).toEqual(
         expect.arrayContaining([
-          expect.stringMatching(/index saga_outbox_due_idx on .*saga_outbox.*\(available_at\) where \(?dispatched_at is null\)?/),
+          expect.stringMatching(/index saga_outbox_claim_idx on .*saga_outbox.*\(available_at, id\) where \(?dispatched_at is null\)?/),
         ]),
       );
     });

@@ -48,7 +48,7 @@ for (const dialect of DIALECTS) {
       const { orm } = await fresh();
       const activeIndex = await activeIndexOf(orm, dialect, 'numbered_saga');
       await run(orm, 'drop index "saga_timer_pending_name_uniq"');
-      await run(orm, 'drop index "saga_outbox_due_idx"');
+      await run(orm, 'drop index "saga_outbox_claim_idx"');
       await run(orm, 'alter table "saga_timer" drop column "calendar_key"');
       await run(orm, 'drop table "saga_handled_message"');
       await run(orm, `drop index "${activeIndex}"`);
@@ -62,7 +62,7 @@ for (const dialect of DIALECTS) {
           ['column_missing', 'saga_timer', 'calendar_key'],
           ['column_missing', 'scripted_saga', 'version'],
           ['index_missing', 'numbered_saga', 'active-row index on numbered_saga'],
-          ['index_missing', 'saga_outbox', 'saga_outbox_due_idx'],
+          ['index_missing', 'saga_outbox', 'saga_outbox_claim_idx'],
           ['index_missing', 'saga_timer', 'saga_timer_pending_name_uniq'],
           ['table_missing', 'saga_handled_message', 'saga_handled_message'],
         ].sort(),
@@ -72,7 +72,7 @@ for (const dialect of DIALECTS) {
         'calendar_key',
         'scripted_saga.version',
         'saga_timer_pending_name_uniq',
-        'saga_outbox_due_idx',
+        'saga_outbox_claim_idx',
         'saga_handled_message',
       ]) {
         expect(message).toContain(item);
@@ -147,11 +147,11 @@ for (const dialect of DIALECTS) {
 
     it('the runtime checks before its first unit of work, and writes nothing on a mismatch; verifySchema: false skips it', async () => {
       const { orm } = await fresh();
-      await run(orm, 'drop index "saga_timer_due_idx"');
+      await run(orm, 'drop index "saga_timer_claim_idx"');
       const runtime = new SagaRuntime({ em: orm.em, sagas, clock: new FakeClock() });
       const error = await runtime.handle(scriptedSaga, { type: 'Start', key: 'k' }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(SagaSchemaError);
-      expect((error as Error).message).toContain('saga_timer_due_idx');
+      expect((error as Error).message).toContain('saga_timer_claim_idx');
       expect(await orm.em.fork().count(ScriptedSaga)).toBe(0);
       await expect(runtime.verifySchema()).rejects.toBeInstanceOf(SagaSchemaError);
 
@@ -161,13 +161,13 @@ for (const dialect of DIALECTS) {
 
     it('the dispatcher checks before its first pass: the pass fails with the schema error as cause', async () => {
       const { orm } = await fresh();
-      await run(orm, 'drop index "saga_outbox_due_idx"');
+      await run(orm, 'drop index "saga_outbox_claim_idx"');
       const runtime = new SagaRuntime({ em: orm.em, sagas, clock: new FakeClock(), verifySchema: false });
       const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger });
       const error = await dispatcher.runOnce().catch((e: unknown) => e);
       expect(error).toBeInstanceOf(SagaDispatchError);
       expect((error as Error).cause).toBeInstanceOf(SagaSchemaError);
-      expect(((error as Error).cause as Error).message).toContain('saga_outbox_due_idx');
+      expect(((error as Error).cause as Error).message).toContain('saga_outbox_claim_idx');
       const unchecked = new SagaDispatcher({ runtime, logger: silentLogger, verifySchema: false });
       expect(await unchecked.runOnce()).toMatchObject({ timers: { claimed: 0 } });
     });

@@ -22,8 +22,10 @@ export const SagaOutboxSchema = new EntitySchema<SagaOutbox, DispatchRecord>({
   },
   indexes: [
     {
-      name: 'saga_outbox_due_idx',
-      expression: 'create index "saga_outbox_due_idx" on "saga_outbox" ("available_at") where "dispatched_at" is null',
+      // The claim's order (`order by available_at, id limit n`): read in index order, the claim stops after n
+      // rows instead of sorting every due row (Migration20261201011500 / ...011501 replaced the due_idx on (available_at)).
+      name: 'saga_outbox_claim_idx',
+      expression: 'create index "saga_outbox_claim_idx" on "saga_outbox" ("available_at", "id") where "dispatched_at" is null',
     },
     { name: 'saga_outbox_dispatched_at_idx', properties: ['dispatchedAt'] },
   ],

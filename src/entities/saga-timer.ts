@@ -38,8 +38,10 @@ export const SagaTimerSchema = new EntitySchema<SagaTimer, DispatchRecord>({
         'create unique index "saga_timer_pending_name_uniq" on "saga_timer" ("saga_type", "saga_id", "name") where "dispatched_at" is null',
     },
     {
-      name: 'saga_timer_due_idx',
-      expression: 'create index "saga_timer_due_idx" on "saga_timer" ("available_at") where "dispatched_at" is null',
+      // The claim's order (`order by available_at, id limit n`): read in index order, the claim stops after n
+      // rows instead of sorting every due row (Migration20261201011500 / ...011501 replaced the due_idx on (available_at)).
+      name: 'saga_timer_claim_idx',
+      expression: 'create index "saga_timer_claim_idx" on "saga_timer" ("available_at", "id") where "dispatched_at" is null',
     },
     { name: 'saga_timer_dispatched_at_idx', properties: ['dispatchedAt'] },
   ],
