@@ -160,13 +160,20 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
   }
   const deliveryTimeoutMs = positive('deliveryTimeoutMs', options.deliveryTimeoutMs ?? DEFAULT_DELIVERY_TIMEOUT_MS);
   const concurrency = positive('concurrency', options.concurrency ?? DEFAULT_DELIVERY_CONCURRENCY, true);
-  const defaultBatchSize = options.runtime.context.dialect.name === 'sqlite' ? SQLITE_BATCH_PER_SLOT * concurrency : DEFAULT_BATCH_SIZE;
+  // Bound as a statement's LIMIT: above 2^53 a number is no longer an exact integer, and SQLite refuses it there.
+  if (concurrency > Number.MAX_SAFE_INTEGER) fail(`concurrency must be at most ${Number.MAX_SAFE_INTEGER}; got ${concurrency}.`);
+  const defaultBatchSize =
+    options.runtime.context.dialect.name === 'sqlite'
+      ? Math.min(SQLITE_BATCH_PER_SLOT * concurrency, Number.MAX_SAFE_INTEGER)
+      : DEFAULT_BATCH_SIZE;
+  const batchSize = positive('batchSize', options.batchSize ?? defaultBatchSize, true);
+  if (batchSize > Number.MAX_SAFE_INTEGER) fail(`batchSize must be at most ${Number.MAX_SAFE_INTEGER}; got ${batchSize}.`);
   return {
     runtime: options.runtime,
     publish: options.publish,
     clock: options.clock ?? options.runtime.options.clock,
     pollIntervalMs: positive('pollIntervalMs', options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS),
-    batchSize: positive('batchSize', options.batchSize ?? defaultBatchSize, true),
+    batchSize,
     maxAttempts: atLeastTwo(positive('maxAttempts', options.maxAttempts ?? DEFAULT_DISPATCH_MAX_ATTEMPTS, true), fail),
     leaseMs: positive('leaseMs', options.leaseMs ?? DEFAULT_LEASE_MS),
     backoff: {

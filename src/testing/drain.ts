@@ -23,7 +23,11 @@ export interface DrainReport {
 
 /** Options of {@link drainDueTimers}. */
 export interface DrainOptions {
-  /** Passes after which the drain gives up with an error (a step that keeps scheduling due timers). Default 1,000. */
+  /**
+   * Passes after which the drain gives up with an error (a step that keeps scheduling due timers). Default
+   * 1,000 beyond the passes the timers due at the start need at the dispatcher's `batchSize` (on SQLite that
+   * is `2 x concurrency` by default, 2 with `concurrency: 1`).
+   */
   readonly maxPasses?: number;
 }
 
@@ -32,10 +36,10 @@ export interface DrainOptions {
  * The same dispatcher the application runs drains exactly what the application would have fired.
  */
 export async function drainDueTimers(dispatcher: SagaDispatcher, options: DrainOptions = {}): Promise<DrainReport> {
-  const maxPasses = options.maxPasses ?? 1_000;
-  const { clock } = dispatcher.options;
+  const { clock, batchSize } = dispatcher.options;
   const due = () => countDueRows(dispatcher.context, DISPATCH_TABLES.timer, clock.now());
   const dueBefore = await due();
+  const maxPasses = options.maxPasses ?? 1_000 + Math.ceil(dueBefore / batchSize);
   const timers = { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, released: 0, interrupted: 0, lost: 0 };
   const outbox = { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0, interrupted: 0, lost: 0 };
   for (let passes = 1; ; passes++) {
