@@ -187,20 +187,31 @@ export function isUniqueViolation(error: unknown): boolean {
 
 /** A conflict with a concurrent writer that a retry on fresh state resolves: optimistic lock, deadlock, lock wait. */
 export function isConcurrencyConflict(error: unknown): boolean {
-  return error instanceof OptimisticLockError || error instanceof DeadlockException || error instanceof LockWaitTimeoutException;
+  return error instanceof OptimisticLockError || error instanceof DeadlockException || isLockWait(error);
 }
 
 /** What kind of conflict a retried {@link isConcurrencyConflict} error was, for the message that ends the retries. */
 export function conflictKind(error: unknown): 'lock wait' | 'deadlock' | 'version' {
-  if (error instanceof LockWaitTimeoutException) return 'lock wait';
+  if (isLockWait(error)) return 'lock wait';
   if (error instanceof DeadlockException) return 'deadlock';
   return 'version';
 }
 
 /** The connection failed, or the database stayed locked past the busy timeout. */
 export function isConnectionOrLockError(error: unknown): boolean {
-  return error instanceof ConnectionException || error instanceof LockWaitTimeoutException || error instanceof DeadlockException;
+  return error instanceof ConnectionException || error instanceof DeadlockException || isLockWait(error);
 }
+
+/**
+ * A lock was not granted in time: SQLite's file stayed locked past the busy timeout (MikroORM's
+ * `LockWaitTimeoutException`), or a PostgreSQL row or table lock past `lock_timeout` (SQLSTATE 55P03
+ * `lock_not_available`, which neither major's exception converter maps: a plain `DriverException`).
+ */
+export function isLockWait(error: unknown): boolean {
+  return error instanceof LockWaitTimeoutException || (error instanceof DriverException && error.code === PG_LOCK_NOT_AVAILABLE);
+}
+
+const PG_LOCK_NOT_AVAILABLE = '55P03';
 
 /** The connection to the database failed (refused, dropped, unknown host): MikroORM's `ConnectionException`. */
 export function isConnectionError(error: unknown): boolean {

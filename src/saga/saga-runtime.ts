@@ -28,7 +28,15 @@ import { type AnySagaDefinition, type HandleTarget, type RegisteredSaga, readSte
 import { stateValuesCheckFor } from './state-values.js';
 import { labelOf, nameProblem } from './stored-text.js';
 import { classifyFailure, type FailureContext, RetryableConflict } from './unit-of-work/classify-failure.js';
-import { DEFAULT_GROUP_MAX_GROUPS, DEFAULT_GROUP_MAX_UNITS, GroupCommit, type UnitWrite } from './unit-of-work/group-commit.js';
+import {
+  DEFAULT_GROUP_LOCK_TIMEOUT_MS,
+  DEFAULT_GROUP_MAX_GROUPS,
+  DEFAULT_GROUP_MAX_UNITS,
+  GroupCommit,
+  type GroupLimits,
+  LeftGroup,
+  type UnitWrite,
+} from './unit-of-work/group-commit.js';
 import { type IgnoredMessage, loadInstance } from './unit-of-work/load-instance.js';
 import { planTimerRetirement, planWrites } from './unit-of-work/plan-writes.js';
 import { runStep, sealState } from './unit-of-work/run-step.js';
@@ -52,7 +60,16 @@ export const DEFAULT_VERIFY_SCHEMA = true;
 const LAST_CONFLICT = {
   version: 'other units of work kept committing first',
   deadlock: 'the last: a deadlock with another transaction',
-  'lock wait': 'the last: the database stayed locked by another connection past its busy timeout',
+  'lock wait': {
+    sqlite: 'the last: the database stayed locked by another connection past its busy timeout',
+    postgresql: 'the last: a row stayed locked by another transaction past the lock timeout',
+  },
+} as const;
+
+/** What the message of a {@link SagaConcurrencyError} suggests raising, besides `concurrency.maxAttempts`, per last conflict. */
+const RAISE_TOO = {
+  sqlite: " or the connection's busy timeout (docs/timers.md)",
+  postgresql: ', or end the transaction that holds the row (docs/guarantees.md, "Group commit")',
 } as const;
 
 /** Options of {@link SagaRuntime}. */
@@ -113,6 +130,13 @@ export interface SagaRuntimeOptions {
         readonly maxUnits?: number;
         /** Most group transactions written at once (each holds one connection). Default {@link DEFAULT_GROUP_MAX_GROUPS} (2). */
         readonly maxGroups?: number;
+        /**
+         * PostgreSQL: how long a group transaction waits for a row lock another transaction holds. A unit that
+         * waits longer leaves its group (rolled back to its savepoint, not charged an attempt) and runs again in
+         * a transaction of its own, which waits as the connection's settings allow; the group goes on. A shorter
+         * `lock_timeout` of the connection is kept. Default {@link DEFAULT_GROUP_LOCK_TIMEOUT_MS} (250).
+         */
+        readonly lockTimeoutMs?: number;
       };
 }
 
@@ -136,7 +160,7 @@ export interface ResolvedSagaRuntimeOptions {
   readonly messageIds: { readonly retentionMs: number };
   readonly verifySchema: boolean;
   /** False when every unit of work writes in its own transaction. */
-  readonly groupCommit: { readonly maxUnits: number; readonly maxGroups: number } | false;
+  readonly groupCommit: GroupLimits | false;
 }
 
 /** Options of one `handle` call. */
@@ -410,9 +434,11 @@ export class SagaRuntime {
     const { maxAttempts } = this.options.concurrency;
     if (this.options.verifySchema) await this.verifySchemaOnce();
     let conflicts = 0;
+    /** Whether the unit of work writes in a transaction of its own: once it left a group for a held row. */
+    let alone = false;
     for (let attempt = 1; ; attempt++) {
       try {
-        const result = await this.attempt(saga, message, target, correlationId, attempt, conflicts);
+        const result = await this.attempt(saga, message, target, correlationId, { attempts: attempt, conflicts, alone });
         this.count(result, target.kind === 'timer');
         try {
           this.options.onHandled?.({ message, result, timer: target.kind === 'timer' ? target.timer : undefined });
@@ -421,13 +447,19 @@ export class SagaRuntime {
         }
         return result;
       } catch (error) {
+        if (error instanceof LeftGroup && !alone) {
+          // Nothing of it was written and no other unit of work committed first: not an attempt, not a conflict.
+          alone = true;
+          attempt--;
+          continue;
+        }
         if (!(error instanceof RetryableConflict)) throw error;
         conflicts++;
         this.metrics.add('concurrencyConflicts', saga.definition.name);
         if (attempt >= maxAttempts) {
           throw new SagaConcurrencyError(
             'CONCURRENCY_CONFLICT',
-            `Saga ${saga.definition.name}${error.sagaId ? `/${error.sagaId}` : ''}: message '${message.type}' met ${conflicts} concurrency conflicts in a row (${LAST_CONFLICT[conflictKind(error.cause)]}); nothing of it was written. Retry the message later, or raise concurrency.maxAttempts${conflictKind(error.cause) === 'lock wait' ? " or the connection's busy timeout (docs/timers.md)" : ''}.`,
+            `Saga ${saga.definition.name}${error.sagaId ? `/${error.sagaId}` : ''}: message '${message.type}' met ${conflicts} concurrency conflicts in a row (${lastConflict(error.cause, this.dialect)}); nothing of it was written. Retry the message later, or raise concurrency.maxAttempts${conflictKind(error.cause) === 'lock wait' ? RAISE_TOO[this.dialect.name] : ''}.`,
             { sagaType: saga.definition.name, sagaId: error.sagaId, messageType: message.type, attempts: attempt },
             { cause: error.cause },
           );
@@ -443,15 +475,16 @@ export class SagaRuntime {
     message: SagaMessage,
     target: HandleTarget,
     correlationId: string,
-    attempts: number,
-    conflicts: number,
+    { attempts, conflicts, alone }: { readonly attempts: number; readonly conflicts: number; readonly alone: boolean },
   ): Promise<HandleResult> {
     const { definition, meta } = saga;
+    const write = (unit: UnitWrite) => (alone && this.groups ? this.groups.writeAlone(unit) : this.write(unit));
     const em = freshFork(this.options.em);
     const now = this.options.clock.now();
     const timer = target.kind === 'timer' ? target.timer : undefined;
     const base = { sagaType: definition.name, messageType: message.type, attempts, conflicts };
     const failed = (context: Pick<FailureContext, 'sagaId' | 'startedWith' | 'timerNames'>) => async (error: unknown) => {
+      if (error instanceof LeftGroup) throw error;
       throw await classifyFailure(error, { em: this.options.em, dialect: this.dialect, saga, messageType: message.type, ...context });
     };
 
@@ -472,7 +505,7 @@ export class SagaRuntime {
     if (instance.kind === 'ignored') {
       // A timer for a saga that is gone or completed leaves the pending set, so it is not delivered again.
       if (timer) {
-        const retirement = this.write({
+        const retirement = write({
           em,
           plan: planTimerRetirement(timer, message.type, now),
           target: { state: undefined, meta },
@@ -500,8 +533,9 @@ export class SagaRuntime {
     if (!plan) return this.result(HANDLE_OUTCOMES.HANDLED, base, state, saga, { ...NO_EFFECTS, completed: run.completed });
     let report: WriteReport;
     try {
-      report = await this.write({ em, plan, target: { state, meta, verifyUnchanged }, lockKey: lockKeyOf(plan, definition.name, target) });
+      report = await write({ em, plan, target: { state, meta, verifyUnchanged }, lockKey: lockKeyOf(plan, definition.name, target) });
     } catch (error) {
+      if (error instanceof LeftGroup) throw error;
       if (!(error instanceof StaleTimer)) {
         const startedWith = instance.isNew && target.kind === 'correlation' ? { value: target.value } : undefined;
         return failed({ sagaId: state.id, startedWith, timerNames: plan.timers.map((t) => t.name) })(error);
@@ -636,14 +670,28 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSaga
   };
 }
 
-function resolveGroupCommit(option: SagaRuntimeOptions['groupCommit'], fail: (message: string) => never) {
+function resolveGroupCommit(option: SagaRuntimeOptions['groupCommit'], fail: (message: string) => never): GroupLimits | false {
   if (option === false) return false;
   if (option !== undefined && (typeof option !== 'object' || option === null)) {
-    fail('groupCommit must be false or an object { maxUnits?, maxGroups? }.');
+    fail('groupCommit must be false or an object { maxUnits?, maxGroups?, lockTimeoutMs? }.');
   }
   const maxUnits = option?.maxUnits ?? DEFAULT_GROUP_MAX_UNITS;
   const maxGroups = option?.maxGroups ?? DEFAULT_GROUP_MAX_GROUPS;
+  const lockTimeoutMs = option?.lockTimeoutMs ?? DEFAULT_GROUP_LOCK_TIMEOUT_MS;
   if (!Number.isInteger(maxUnits) || maxUnits < 1) fail(`groupCommit.maxUnits must be an integer >= 1; got ${maxUnits}.`);
   if (!Number.isInteger(maxGroups) || maxGroups < 1) fail(`groupCommit.maxGroups must be an integer >= 1; got ${maxGroups}.`);
-  return { maxUnits, maxGroups };
+  // PostgreSQL's lock_timeout is an int of milliseconds.
+  if (!Number.isInteger(lockTimeoutMs) || lockTimeoutMs < 1 || lockTimeoutMs > MAX_LOCK_TIMEOUT_MS) {
+    fail(`groupCommit.lockTimeoutMs must be an integer from 1 to ${MAX_LOCK_TIMEOUT_MS}; got ${lockTimeoutMs}.`);
+  }
+  return { maxUnits, maxGroups, lockTimeoutMs };
+}
+
+/** The largest `lock_timeout` PostgreSQL takes, in milliseconds (INT_MAX). */
+const MAX_LOCK_TIMEOUT_MS = 2_147_483_647;
+
+/** The wording of a run of conflicts' last one, for the message of a {@link SagaConcurrencyError}. */
+function lastConflict(cause: unknown, dialect: DialectAdapter): string {
+  const kind = conflictKind(cause);
+  return kind === 'lock wait' ? LAST_CONFLICT[kind][dialect.name] : LAST_CONFLICT[kind];
 }

@@ -115,14 +115,28 @@ describe('lockOrder', () => {
 
 describe('the groupCommit option', () => {
   const em = { fork: () => em } as never;
-  it('defaults to groups of up to 32 units, 2 at once; false turns grouping off', () => {
-    expect(resolveRuntimeOptions({ em, sagas: [] }).groupCommit).toEqual({ maxUnits: 32, maxGroups: 2 });
+  it('defaults to groups of up to 32 units, 2 at once, waiting 250 ms for a held row; false turns grouping off', () => {
+    expect(resolveRuntimeOptions({ em, sagas: [] }).groupCommit).toEqual({ maxUnits: 32, maxGroups: 2, lockTimeoutMs: 250 });
     expect(resolveRuntimeOptions({ em, sagas: [], groupCommit: false }).groupCommit).toBe(false);
-    expect(resolveRuntimeOptions({ em, sagas: [], groupCommit: { maxUnits: 10 } }).groupCommit).toEqual({ maxUnits: 10, maxGroups: 2 });
+    expect(resolveRuntimeOptions({ em, sagas: [], groupCommit: { maxUnits: 10 } }).groupCommit).toEqual({
+      maxUnits: 10,
+      maxGroups: 2,
+      lockTimeoutMs: 250,
+    });
   });
 
-  it('refuses sizes that are not positive integers, naming the option', () => {
-    for (const groupCommit of [{ maxUnits: 0 }, { maxGroups: 1.5 }, { maxUnits: Number.NaN }, true as never]) {
+  it('refuses sizes that are not positive integers, and lock timeouts PostgreSQL cannot take, naming the option', () => {
+    const refused = [
+      { maxUnits: 0 },
+      { maxGroups: 1.5 },
+      { maxUnits: Number.NaN },
+      { lockTimeoutMs: 0 },
+      { lockTimeoutMs: 2.5 },
+      { lockTimeoutMs: 2 ** 31 },
+      { lockTimeoutMs: '250' as never },
+      true as never,
+    ];
+    for (const groupCommit of refused) {
       expect(() => resolveRuntimeOptions({ em, sagas: [], groupCommit })).toThrow(SagaDefinitionError);
       expect(() => resolveRuntimeOptions({ em, sagas: [], groupCommit })).toThrow(/groupCommit/);
     }

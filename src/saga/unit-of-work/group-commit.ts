@@ -1,8 +1,10 @@
 import type { EntityManager } from '@mikro-orm/core';
+import { dialectOf } from '../../dialect/dialect-adapter.js';
 import {
   beginUnit,
   commitUnit,
   freshFork,
+  isLockWait,
   joinTransaction,
   leaveTransaction,
   rollbackUnit,
@@ -11,7 +13,7 @@ import {
 } from '../../orm/compat.js';
 import { type ItemOutcome, UnitBatcher } from './unit-batcher.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
-import { runNamed, runPlanStatements, type SagaRowTarget, type WriteReport, writePlan } from './write-plan.js';
+import { runNamed, runPlanStatements, type SagaRowTarget, StatementFailure, type WriteReport, writePlan } from './write-plan.js';
 
 /**
  * Default of `groupCommit.maxUnits`: most write phases of units of work committed in one transaction. Below 64 on
@@ -21,6 +23,31 @@ import { runNamed, runPlanStatements, type SagaRowTarget, type WriteReport, writ
 export const DEFAULT_GROUP_MAX_UNITS = 32;
 /** Default of `groupCommit.maxGroups`: most group transactions a runtime writes at once. */
 export const DEFAULT_GROUP_MAX_GROUPS = 2;
+/**
+ * Default of `groupCommit.lockTimeoutMs`: on PostgreSQL, how long a group transaction waits for a row lock another
+ * transaction holds before the unit that needs it leaves the group. Far above the time one group holds its rows
+ * (a few milliseconds per unit), so units of this runtime that touch one saga still wait for each other's groups.
+ */
+export const DEFAULT_GROUP_LOCK_TIMEOUT_MS = 250;
+
+/** The limits of group commit (`groupCommit` of the runtime's options, resolved). */
+export interface GroupLimits {
+  readonly maxUnits: number;
+  readonly maxGroups: number;
+  readonly lockTimeoutMs: number;
+}
+
+/**
+ * A unit of work whose write waited past its group's lock timeout for a row another transaction holds (an
+ * application's own transaction, an operator's session): rolled back to its savepoint, so nothing of it was
+ * written, while the rest of the group went on. The runtime runs it again in a transaction of its own, which
+ * holds no other unit and waits for the row as long as the connection's own settings let it.
+ */
+export class LeftGroup extends Error {
+  constructor(override readonly cause: unknown) {
+    super('a row this unit of work writes is locked by another transaction; it left its group');
+  }
+}
 
 /** The write phase of one unit of work, ready to run: the step ran and its writes are planned. */
 export interface UnitWrite {
@@ -44,14 +71,31 @@ export interface UnitWrite {
  */
 export class GroupCommit {
   private readonly batcher: UnitBatcher<UnitWrite, WriteReport>;
+  private readonly alone: Slots;
 
-  constructor(root: EntityManager, limits: { readonly maxUnits: number; readonly maxGroups: number }) {
-    this.batcher = new UnitBatcher((units) => writeGroup(root, units), { maxItems: limits.maxUnits, maxBatches: limits.maxGroups });
+  constructor(root: EntityManager, limits: GroupLimits) {
+    const prelude = dialectOf(root).name === 'postgresql' ? lockTimeoutSql(limits.lockTimeoutMs) : undefined;
+    this.batcher = new UnitBatcher((units) => writeGroup(root, units, prelude), {
+      maxItems: limits.maxUnits,
+      maxBatches: limits.maxGroups,
+    });
+    this.alone = new Slots(limits.maxGroups);
+  }
+
+  /**
+   * Writes a unit of work that left its group ({@link LeftGroup}) in a transaction of its own, which waits for
+   * its row as long as the connection's settings allow. At most `maxGroups` such transactions at once, the
+   * others wait their turn without a connection: units of held rows never take every pooled connection from
+   * the groups and the reads of other units.
+   */
+  writeAlone(unit: UnitWrite): Promise<WriteReport> {
+    return this.alone.run(() => writePlan(unit.em, unit.plan, unit.target));
   }
 
   /**
    * Writes `unit` in the next group. Rejects as `writePlan` does for a unit written alone: `VersionConflict`,
-   * `StaleTimer`, or a `StatementFailure` (a failed COMMIT of the group is a `StatementFailure` of `commit`).
+   * `StaleTimer`, or a `StatementFailure` (a failed COMMIT of the group is a `StatementFailure` of `commit`);
+   * and with {@link LeftGroup} when a row it writes stayed locked by another transaction past the lock timeout.
    */
   write(unit: UnitWrite): Promise<WriteReport> {
     return this.batcher.submit(unit);
@@ -59,11 +103,26 @@ export class GroupCommit {
 }
 
 /**
- * Writes `units` in one transaction on a fresh fork of `root`, each in a savepoint, in lock order; returns
- * each unit's outcome, in the order of `units`. A group of one is written exactly as a unit alone.
+ * The statement that bounds a group transaction's lock waits (PostgreSQL): `lock_timeout` for the rest of the
+ * transaction, `timeoutMs` or the connection's own setting when that is shorter. `timeoutMs` is a validated
+ * integer option, never input.
  */
-export async function writeGroup(root: EntityManager, units: readonly UnitWrite[]): Promise<ItemOutcome<WriteReport>[]> {
-  if (units.length === 1) return [await settle(writePlan(units[0]!.em, units[0]!.plan, units[0]!.target))];
+export function lockTimeoutSql(timeoutMs: number): string {
+  return `select set_config('lock_timeout', (case when s.v > 0 and s.v < ${timeoutMs} then s.v else ${timeoutMs} end)::text, true) from (select setting::int as v from pg_settings where name = 'lock_timeout') as s`;
+}
+
+/**
+ * Writes `units` in one transaction on a fresh fork of `root`, each in a savepoint, in lock order; returns
+ * each unit's outcome, in the order of `units`. A group of one is written as a unit alone. `prelude` (the
+ * PostgreSQL lock timeout) runs first in the transaction: a unit that then waits past it for a row fails with
+ * {@link LeftGroup}, rolled back alone.
+ */
+export async function writeGroup(root: EntityManager, units: readonly UnitWrite[], prelude?: string): Promise<ItemOutcome<WriteReport>[]> {
+  if (units.length === 1) {
+    const { em, plan, target } = units[0]!;
+    const outcome = await settle(writePlan(em, plan, target, prelude));
+    return [prelude ? leftGroupIfLockWait(outcome) : outcome];
+  }
   const group = freshFork(root);
   try {
     await runNamed('begin', undefined, () => beginUnit(group));
@@ -75,8 +134,9 @@ export async function writeGroup(root: EntityManager, units: readonly UnitWrite[
   const carried: number[] = [];
   let broken: { readonly error: unknown } | undefined;
   for (const [position, index] of lockOrder(units).entries()) {
-    const written = await writeInSavepoint(group, units[index]!, `saga_unit_${position}`);
-    outcomes[index] = written.outcome;
+    // The prelude goes with the first SAVEPOINT: one round trip (no parameters, so one simple query).
+    const written = await writeInSavepoint(group, units[index]!, `saga_unit_${position}`, position === 0 ? prelude : undefined);
+    outcomes[index] = prelude ? leftGroupIfLockWait(written.outcome) : written.outcome;
     if (written.outcome.ok) carried.push(index);
     if (written.broke) {
       broken = { error: written.broke };
@@ -124,12 +184,12 @@ interface SavepointWrite {
  * ROLLBACK TO SAVEPOINT undoes the unit's statements (on PostgreSQL it also makes the transaction usable again)
  * and the unit fails alone. When a savepoint statement itself fails, the transaction is unusable: `broke`.
  */
-async function writeInSavepoint(group: EntityManager, unit: UnitWrite, name: string): Promise<SavepointWrite> {
+async function writeInSavepoint(group: EntityManager, unit: UnitWrite, name: string, prelude?: string): Promise<SavepointWrite> {
   const savepoint = (sql: string) => runNamed('savepoint', undefined, () => runSavepointStatement(unit.em, sql));
   joinTransaction(unit.em, group);
   try {
     try {
-      await savepoint(SAVEPOINT_SQL.set(name));
+      await savepoint(prelude ? `${prelude}; ${SAVEPOINT_SQL.set(name)}` : SAVEPOINT_SQL.set(name));
     } catch (error) {
       return { outcome: failure(error), broke: error };
     }
@@ -148,6 +208,30 @@ async function writeInSavepoint(group: EntityManager, unit: UnitWrite, name: str
   } finally {
     leaveTransaction(unit.em);
   }
+}
+
+/** Runs at most `free` pieces of work at once; the others wait in arrival order. */
+class Slots {
+  private readonly waiting: (() => void)[] = [];
+  constructor(private free: number) {}
+
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.free > 0) this.free--;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    try {
+      return await work();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.free++;
+    }
+  }
+}
+
+/** A unit that failed waiting for a row lock past the group's lock timeout leaves the group: {@link LeftGroup}. */
+function leftGroupIfLockWait(outcome: ItemOutcome<WriteReport>): ItemOutcome<WriteReport> {
+  if (outcome.ok || !(outcome.error instanceof StatementFailure) || !isLockWait(outcome.error.cause)) return outcome;
+  return failure(new LeftGroup(outcome.error));
 }
 
 function failure(error: unknown): ItemOutcome<never> {

@@ -1,0 +1,237 @@
+// A row lock held outside the runtime (an application's own transaction, an operator's session) must not stall
+// the units of work of other sagas. Group commit writes the units that arrive together in one transaction, and at
+// most `maxGroups` such transactions at once: a unit waiting for a held row would hold its whole group, and two of
+// them every write of the runtime. A group therefore waits at most `groupCommit.lockTimeoutMs` for a row lock; the
+// unit that met it is run again in a transaction of its own, which waits as long as the row stays held.
+import type { MikroORM } from '@mikro-orm/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import { defineSaga, SagaConcurrencyError, SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
+import { pgConnectionOptions } from '../src/orm/index.js';
+import { FakeClock } from '../src/testing/index.js';
+import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { drainContinuations, FlushHold } from './support/flush-hold.js';
+import { rowsOf } from './support/rows.js';
+import { deferred, uniqueKey, useDatabase } from './support/suite.js';
+
+type Msg =
+  | { readonly type: 'Start'; readonly key: string }
+  | { readonly type: 'Do'; readonly key: string; readonly inc: number; readonly gated?: boolean };
+
+/** Steps of gated messages wait here until the test lets them all go, so their units reach the write phase together. */
+let gate: { entered: number; expected: number; all: ReturnType<typeof deferred<void>>; go: ReturnType<typeof deferred<void>> } | undefined;
+
+const saga = defineSaga<ScriptedSaga, Msg>({
+  name: 'scripted',
+  state: ScriptedSaga,
+  correlation: { property: 'key', from: { Start: (m) => m.key, Do: (m) => m.key } },
+  startedBy: ['Start'],
+  steps: {
+    Start: () => undefined,
+    Do: async (state, message) => {
+      if (message.type !== 'Do') return;
+      if (message.gated && gate) {
+        if (++gate.entered === gate.expected) gate.all.resolve();
+        await gate.go.promise;
+      }
+      state.counter += message.inc;
+    },
+  },
+});
+
+/** Backends of this database waiting for a lock. */
+async function lockWaiters(orm: MikroORM): Promise<number> {
+  const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
+  const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
+  return row!.n;
+}
+
+describe('group commit and a row held by another transaction (postgresql)', () => {
+  const db = useDatabase('postgresql', [ScriptedSaga]);
+  const opened: MikroORM[] = [];
+  const locks: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const release of locks.splice(0)) await release().catch(() => undefined);
+    for (const orm of opened.splice(0)) await orm.close();
+  });
+
+  /** Starts sagas, then holds the first one's row locked in a transaction of another connection until released. */
+  async function heldRow(keys: string[]) {
+    const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
+    for (const key of keys) await plain.handle(saga, { type: 'Start', key });
+    const locker = await db().openAnother();
+    opened.push(locker);
+    const connection = locker.em.getConnection();
+    const trx = await connection.begin();
+    await connection.execute('select 1 from "scripted_saga" where "key" = ? for update', [keys[0]], 'all', trx);
+    let released: Promise<unknown> | undefined;
+    const release = () => {
+      released ??= connection.rollback(trx);
+      return released;
+    };
+    locks.push(release);
+    return { release };
+  }
+
+  it('units of other sagas commit while two units wait for a held row; those two commit once it is released', async () => {
+    const [held, ...others] = ['held', 'a', 'b', 'c', 'd'].map((name) => uniqueKey(`held-${name}`)) as [string, ...string[]];
+    const { release } = await heldRow([held, ...others]);
+    const orm = await db().openAnother();
+    opened.push(orm);
+    const runtime = new SagaRuntime({
+      em: orm.em,
+      sagas: [saga],
+      groupCommit: { maxGroups: 2, lockTimeoutMs: 50 },
+      concurrency: { baseDelayMs: 0 },
+    });
+    const rows = rowsOf(db().orm);
+
+    // Two units of the held saga: each takes a group of its own (both groups the runtime writes at once) and waits.
+    const waiting = [runtime.handle(saga, { type: 'Do', key: held, inc: 1 }), runtime.handle(saga, { type: 'Do', key: held, inc: 10 })];
+    // Units of four other sagas, arriving while those two wait: without the group lock timeout they queue behind
+    // both groups until the row is released, and this await never returns (the test times out).
+    const done = await Promise.all(others.map((key) => runtime.handle(saga, { type: 'Do', key, inc: 1 })));
+    expect(done.map((result) => result.outcome)).toEqual(['handled', 'handled', 'handled', 'handled']);
+    for (const key of others) expect(await rows.saga(key)).toMatchObject({ counter: 1, version: 1 });
+
+    // The held saga's units left their groups and wait in transactions of their own; nothing of them is written.
+    expect(await rows.saga(held)).toMatchObject({ counter: 0, version: 0 });
+    expect(await lockWaiters(db().orm)).toBeGreaterThanOrEqual(1);
+    await release();
+    const results = await Promise.all(waiting);
+    expect(results.map((result) => result.outcome)).toEqual(['handled', 'handled']);
+    expect(await rows.saga(held)).toMatchObject({ counter: 11, version: 2 });
+  });
+
+  it('six units of a held saga wait with at most maxGroups connections: a pool of five still serves four other sagas', async () => {
+    const [held, ...others] = ['held', 'a', 'b', 'c', 'd'].map((name) => uniqueKey(`held-pool-${name}`)) as [string, ...string[]];
+    const { release } = await heldRow([held, ...others]);
+    const log: string[] = [];
+    const orm = await db().openAnother({ pool: { min: 0, max: 5 }, debug: ['query'], logger: (line: string) => log.push(line) });
+    opened.push(orm);
+    const runtime = new SagaRuntime({
+      em: orm.em,
+      sagas: [saga],
+      groupCommit: { maxGroups: 2, lockTimeoutMs: 20 },
+      concurrency: { baseDelayMs: 0 },
+    });
+    const rows = rowsOf(db().orm);
+
+    const waiting = Array.from({ length: 6 }, () => runtime.handle(saga, { type: 'Do', key: held, inc: 1 }));
+    // All six left their groups (each group, or its savepoint, rolled back once). Six transactions waiting alone
+    // would hold all five connections and queue the sixth: no other unit could even read its saga.
+    while (log.filter((line) => /rollback/i.test(line)).length < 6) await drainContinuations();
+    const done = await Promise.all(others.map((key) => runtime.handle(saga, { type: 'Do', key, inc: 1 })));
+    expect(done.map((result) => result.outcome)).toEqual(['handled', 'handled', 'handled', 'handled']);
+    expect(await lockWaiters(db().orm)).toBeLessThanOrEqual(2);
+
+    await release();
+    expect((await Promise.all(waiting)).map((result) => result.outcome)).toEqual(Array(6).fill('handled'));
+    expect(await rows.saga(held)).toMatchObject({ counter: 6, version: 6 });
+  });
+
+  it('in a group of several units, the one waiting for a held row is rolled back to its savepoint; the others commit', async () => {
+    const [held, first, ...others] = ['held', 'first', 'a', 'b', 'c'].map((name) => uniqueKey(`held-${name}`)) as [
+      string,
+      string,
+      ...string[],
+    ];
+    const { release } = await heldRow([held, first, ...others]);
+    const log: string[] = [];
+    const orm = await db().openAnother({ debug: ['query'], logger: (line: string) => log.push(line) });
+    opened.push(orm);
+    const hold = new FlushHold();
+    orm.em.getEventManager().registerSubscriber(hold);
+    const runtime = new SagaRuntime({
+      em: orm.em,
+      sagas: [saga],
+      groupCommit: { maxGroups: 1, lockTimeoutMs: 50 },
+      concurrency: { baseDelayMs: 0 },
+    });
+    const rows = rowsOf(db().orm);
+
+    // The only group slot is taken by `first`, held at its flush: the next units queue into one group.
+    const blocker = hold.arm(first);
+    const firstUnit = runtime.handle(saga, { type: 'Do', key: first, inc: 1 });
+    await blocker.reached.promise;
+    gate = { entered: 0, expected: 4, all: deferred(), go: deferred() };
+    const waiting = runtime.handle(saga, { type: 'Do', key: held, inc: 7, gated: true });
+    const done = others.map((key) => runtime.handle(saga, { type: 'Do', key, inc: 1, gated: true }));
+    await gate.all.promise; // all four read their saga and ran their step up to the gate
+    gate.go.resolve();
+    await drainContinuations(); // ...and queued their write behind the held group
+    blocker.release.resolve();
+    await firstUnit;
+
+    expect((await Promise.all(done)).map((result) => result.outcome)).toEqual(['handled', 'handled', 'handled']);
+    const grouped = log.filter((line) => /savepoint saga_unit_/i.test(line));
+    expect(grouped.filter((line) => /rollback to savepoint/i.test(line))).toHaveLength(1);
+    expect(grouped.filter((line) => /set_config\('lock_timeout'/i.test(line))).toHaveLength(1); // with the group's first SAVEPOINT
+    expect(await rows.saga(held)).toMatchObject({ counter: 0, version: 0 });
+
+    await release();
+    expect(await waiting).toMatchObject({ outcome: 'handled', version: 1, attempts: 1, conflicts: 0 });
+    expect(await rows.saga(held)).toMatchObject({ counter: 7, version: 1 });
+  });
+
+  it('a unit that met the group lock timeout is not charged a concurrency attempt: with maxAttempts 1 it still commits', async () => {
+    const held = uniqueKey('held-one');
+    const { release } = await heldRow([held]);
+    const runtime = new SagaRuntime({
+      em: db().orm.em,
+      sagas: [saga],
+      groupCommit: { lockTimeoutMs: 20 },
+      concurrency: { maxAttempts: 1 },
+    });
+    const rows = rowsOf(db().orm);
+
+    const unit = runtime.handle(saga, { type: 'Do', key: held, inc: 5 });
+    // Left its group (20 ms), then waits alone: a lock waiter until the row is released.
+    while ((await lockWaiters(db().orm)) === 0) await new Promise((resolve) => setImmediate(resolve));
+    await release();
+    expect(await unit).toMatchObject({ outcome: 'handled', version: 1, attempts: 1, conflicts: 0 });
+    expect(await rows.saga(held)).toMatchObject({ counter: 5, version: 1 });
+  });
+
+  it("a row still held past the connection's own lock_timeout ends in CONCURRENCY_CONFLICT naming the lock wait", async () => {
+    const held = uniqueKey('held-timeout');
+    const { release } = await heldRow([held]);
+    // The application's own setting on every connection of its pool.
+    const orm = await db().openAnother({ driverOptions: pgConnectionOptions({ serverOptions: '-c lock_timeout=30' }) });
+    opened.push(orm);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [saga], concurrency: { maxAttempts: 2, baseDelayMs: 0 } });
+    try {
+      const error = await runtime.handle(saga, { type: 'Do', key: held, inc: 1 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SagaConcurrencyError);
+      expect(error).toMatchObject({ code: 'CONCURRENCY_CONFLICT' });
+      expect((error as Error).message).toContain('a row stayed locked by another transaction past the lock timeout');
+      expect((error as Error).message).not.toContain(held);
+    } finally {
+      await release();
+    }
+    expect(await rowsOf(db().orm).saga(held)).toMatchObject({ counter: 0, version: 0 });
+  });
+
+  it("a timer whose saga row stays held past the connection's lock_timeout is given back uncharged; it fires once the row is free", async () => {
+    const clock = new FakeClock('2026-01-05T09:00:00.000Z');
+    const seeding = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
+    const key = uniqueKey('held-timer');
+    const { sagaId } = await seeding.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'schedule', name: 'due', after: 0 }] });
+    const locker = await db().openAnother();
+    opened.push(locker);
+    const connection = locker.em.getConnection();
+    const trx = await connection.begin();
+    locks.push(() => connection.rollback(trx));
+    await connection.execute('select 1 from "scripted_saga" where "id" = ? for update', [sagaId], 'all', trx);
+    const orm = await db().openAnother({ driverOptions: pgConnectionOptions({ serverOptions: '-c lock_timeout=30' }) });
+    opened.push(orm);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock, concurrency: { maxAttempts: 2, baseDelayMs: 0 } });
+    const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger });
+    const rows = rowsOf(db().orm);
+
+    expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 0, failed: 0, interrupted: 1 });
+    expect(await rows.pendingTimers(sagaId!)).toMatchObject([{ name: 'due', attempts: 0, lastError: null }]);
+    await locks.pop()!();
+    expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 1, failed: 0 });
+    expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:due;' });
+  });
+});
