@@ -7,6 +7,7 @@ import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, SagaConcurrencyError, SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
 import { pgConnectionOptions } from '../src/orm/index.js';
+import { lockTimeoutSql } from '../src/saga/unit-of-work/group-commit.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations, FlushHold } from './support/flush-hold.js';
@@ -233,5 +234,23 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     await locks.pop()!();
     expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 1, failed: 0 });
     expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:due;' });
+  });
+
+  it("a group's lock timeout keeps the connection's own when that is shorter, and lasts only for the group's transaction", async () => {
+    const setting = async (serverOptions: string | undefined, timeoutMs: number) => {
+      const orm = await db().openAnother(serverOptions ? { driverOptions: pgConnectionOptions({ serverOptions }) } : {});
+      opened.push(orm);
+      const connection = orm.em.getConnection();
+      const trx = await connection.begin();
+      await connection.execute(lockTimeoutSql(timeoutMs), [], 'all', trx);
+      const [inside] = await connection.execute<{ t: string }[]>("select current_setting('lock_timeout') as t", [], 'all', trx);
+      await connection.rollback(trx);
+      const [after] = await connection.execute<{ t: string }[]>("select current_setting('lock_timeout') as t");
+      return [inside!.t, after!.t];
+    };
+    expect(await setting(undefined, 250)).toEqual(['250ms', '0']);
+    expect(await setting('-c lock_timeout=40', 250)).toEqual(['40ms', '40ms']);
+    expect(await setting('-c lock_timeout=2min', 250)).toEqual(['250ms', '2min']);
+    expect(await setting('-c lock_timeout=1s', 999)).toEqual(['999ms', '1s']);
   });
 });

@@ -108,7 +108,11 @@ export class GroupCommit {
  * integer option, never input.
  */
 export function lockTimeoutSql(timeoutMs: number): string {
-  return `select set_config('lock_timeout', (case when s.v > 0 and s.v < ${timeoutMs} then s.v else ${timeoutMs} end)::text, true) from (select setting::int as v from pg_settings where name = 'lock_timeout') as s`;
+  // current_setting() shows the value with its unit ('0', '50ms', '2min'), which interval input reads; pg_settings
+  // would give plain milliseconds, but reading that view costs milliseconds per statement.
+  const ours = `interval '${timeoutMs} milliseconds'`;
+  const own = "current_setting('lock_timeout')::interval";
+  return `select set_config('lock_timeout', case when ${own} > interval '0' and ${own} < ${ours} then current_setting('lock_timeout') else '${timeoutMs}ms' end, true)`;
 }
 
 /**
