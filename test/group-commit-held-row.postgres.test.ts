@@ -102,7 +102,7 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     expect(await rows.saga(held)).toMatchObject({ counter: 11, version: 2 });
   });
 
-  it('six units of a held saga wait with at most maxGroups connections: a pool of five still serves four other sagas', async () => {
+  it('six units of a held saga wait with at most maxGroups + 1 connections: a pool of five still serves four other sagas', async () => {
     const [held, ...others] = ['held', 'a', 'b', 'c', 'd'].map((name) => uniqueKey(`held-pool-${name}`)) as [string, ...string[]];
     const { release } = await heldRow([held, ...others]);
     const log: string[] = [];
@@ -122,7 +122,8 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     while (log.filter((line) => /rollback/i.test(line)).length < 6) await drainContinuations();
     const done = await Promise.all(others.map((key) => runtime.handle(saga, { type: 'Do', key, inc: 1 })));
     expect(done.map((result) => result.outcome)).toEqual(['handled', 'handled', 'handled', 'handled']);
-    expect(await lockWaiters(db().orm)).toBeLessThanOrEqual(2);
+    // maxGroups transactions waiting alone, and at most one unit trying its turn with the lock timeout.
+    expect(await lockWaiters(db().orm)).toBeLessThanOrEqual(3);
 
     await release();
     expect((await Promise.all(waiting)).map((result) => result.outcome)).toEqual(Array(6).fill('handled'));
