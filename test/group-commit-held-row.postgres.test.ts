@@ -103,7 +103,7 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     expect(await rows.saga(held)).toMatchObject({ counter: 11, version: 2 });
   });
 
-  it('six units of a held saga wait with at most maxGroups connections: a pool of five still serves four other sagas', async () => {
+  it('six units of a held saga wait with at most maxGroups + 1 connections: a pool of five still serves four other sagas', async () => {
     const [held, ...others] = ['held', 'a', 'b', 'c', 'd'].map((name) => uniqueKey(`held-pool-${name}`)) as [string, ...string[]];
     const { release } = await heldRow([held, ...others]);
     const log: string[] = [];
@@ -123,7 +123,8 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     while (log.filter((line) => /rollback/i.test(line)).length < 6) await drainContinuations();
     const done = await Promise.all(others.map((key) => runtime.handle(saga, { type: 'Do', key, inc: 1 })));
     expect(done.map((result) => result.outcome)).toEqual(['handled', 'handled', 'handled', 'handled']);
-    expect(await lockWaiters(db().orm)).toBeLessThanOrEqual(2);
+    // maxGroups transactions waiting alone, and at most one unit trying its turn with the lock timeout.
+    expect(await lockWaiters(db().orm)).toBeLessThanOrEqual(3);
 
     await release();
     expect((await Promise.all(waiting)).map((result) => result.outcome)).toEqual(Array(6).fill('handled'));
@@ -192,6 +193,47 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     expect(await unit).toMatchObject({ outcome: 'handled', version: 1, attempts: 1, conflicts: 0 });
     expect(await rows.saga(held)).toMatchObject({ counter: 5, version: 1 });
   });
+
+  it('a unit of another saga that left its group for a briefly held row commits once that row is free, while the solo slots wait for a long-held one', async () => {
+    const [long, brief] = ['long', 'brief'].map((name) => uniqueKey(`held-hol-${name}`)) as [string, string];
+    // `long` stays held by an idle application transaction; `brief` is held only for a moment.
+    const { release: releaseLong } = await heldRow([long, brief]);
+    const locker = await db().openAnother();
+    opened.push(locker);
+    const connection = locker.em.getConnection();
+    const trx = await connection.begin();
+    let briefReleased: Promise<unknown> | undefined;
+    const releaseBrief = () => (briefReleased ??= connection.rollback(trx));
+    locks.push(releaseBrief);
+    const log: string[] = [];
+    const orm = await db().openAnother({ debug: ['query'], logger: (line: string) => log.push(line) });
+    opened.push(orm);
+    const runtime = new SagaRuntime({
+      em: orm.em,
+      sagas: [saga],
+      groupCommit: { maxGroups: 1, lockTimeoutMs: 20 },
+      concurrency: { maxAttempts: 1, baseDelayMs: 0 },
+    });
+    const rows = rowsOf(db().orm);
+    const rollbacks = () => log.filter((line) => /rollback/i.test(line)).length;
+
+    // The unit of `long` leaves its group and waits alone, in the only solo slot (maxGroups 1).
+    const waitingLong = runtime.handle(saga, { type: 'Do', key: long, inc: 1 });
+    while (rollbacks() < 1 || (await lockWaiters(db().orm)) < 1) await drainContinuations();
+    // `brief` is held for a moment: its unit leaves its group too.
+    await connection.execute('select 1 from "scripted_saga" where "key" = ? for update', [brief], 'all', trx);
+    const briefUnit = runtime.handle(saga, { type: 'Do', key: brief, inc: 1 });
+    while (rollbacks() < 2) await drainContinuations();
+    await releaseBrief();
+    // Its row is free now: it must not wait for `long`'s row, held by an unrelated transaction for as long as that
+    // lasts (here: forever; the test times out).
+    // Its turns with the lock timeout while `brief` was still held are not attempts.
+    expect(await briefUnit).toMatchObject({ outcome: 'handled', version: 1, attempts: 1, conflicts: 0 });
+    expect(await rows.saga(brief)).toMatchObject({ counter: 1, version: 1 });
+
+    await releaseLong();
+    expect(await waitingLong).toMatchObject({ outcome: 'handled', version: 1 });
+  }, 10_000);
 
   it("a row still held past the connection's own lock_timeout ends in CONCURRENCY_CONFLICT naming the lock wait", async () => {
     const held = uniqueKey('held-timeout');

@@ -447,8 +447,9 @@ export class SagaRuntime {
         }
         return result;
       } catch (error) {
-        if (error instanceof LeftGroup && !alone) {
+        if (error instanceof LeftGroup) {
           // Nothing of it was written and no other unit of work committed first: not an attempt, not a conflict.
+          // Alone already: every solo slot was taken and its row was still held; it reads and tries again.
           alone = true;
           attempt--;
           continue;

@@ -72,9 +72,13 @@ export interface UnitWrite {
 export class GroupCommit {
   private readonly batcher: UnitBatcher<UnitWrite, WriteReport>;
   private readonly alone: Slots;
+  /** One unit at a time that found every solo slot taken writes with the lock timeout: see {@link writeAlone}. */
+  private readonly tries = new Slots(1);
+  private readonly prelude: string | undefined;
 
   constructor(root: EntityManager, limits: GroupLimits) {
     const prelude = dialectOf(root).name === 'postgresql' ? lockTimeoutSql(limits.lockTimeoutMs) : undefined;
+    this.prelude = prelude;
     this.batcher = new UnitBatcher((units) => writeGroup(root, units, prelude), {
       maxItems: limits.maxUnits,
       maxBatches: limits.maxGroups,
@@ -84,12 +88,25 @@ export class GroupCommit {
 
   /**
    * Writes a unit of work that left its group ({@link LeftGroup}) in a transaction of its own, which waits for
-   * its row as long as the connection's settings allow. At most `maxGroups` such transactions at once, the
-   * others wait their turn without a connection: units of held rows never take every pooled connection from
-   * the groups and the reads of other units.
+   * its row as long as the connection's settings allow. At most `maxGroups` such transactions at once: units of
+   * held rows never take every pooled connection from the groups and the reads of other units. When every such
+   * slot is taken (their rows may stay held for as long as another transaction lasts), the unit does not wait
+   * behind them: units in that case take turns, one at a time, to write in a transaction of their own with the
+   * group's lock timeout, and one whose row is still held rejects with {@link LeftGroup} again (the runtime
+   * reads and runs it again, not an attempt). A unit whose row is free commits without waiting for another row.
    */
   writeAlone(unit: UnitWrite): Promise<WriteReport> {
-    return this.alone.run(() => writePlan(unit.em, unit.plan, unit.target));
+    const write = (prelude?: string) => writePlan(unit.em, unit.plan, unit.target, prelude);
+    const prelude = this.prelude;
+    if (!prelude) return this.alone.run(() => write());
+    return (
+      this.alone.tryRun(() => write()) ??
+      this.tries.run(async () => {
+        const outcome = leftGroupIfLockWait(await settle(write(prelude)));
+        if (outcome.ok) return outcome.value;
+        throw outcome.error;
+      })
+    );
   }
 
   /**
@@ -222,6 +239,17 @@ class Slots {
   async run<T>(work: () => Promise<T>): Promise<T> {
     if (this.free > 0) this.free--;
     else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    return this.hold(work);
+  }
+
+  /** Runs `work` now when a slot is free; undefined when none is. */
+  tryRun<T>(work: () => Promise<T>): Promise<T> | undefined {
+    if (this.free === 0) return undefined;
+    this.free--;
+    return this.hold(work);
+  }
+
+  private async hold<T>(work: () => Promise<T>): Promise<T> {
     try {
       return await work();
     } finally {
