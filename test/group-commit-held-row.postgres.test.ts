@@ -5,7 +5,7 @@
 // unit that met it is run again in a transaction of its own, which waits as long as the row stays held.
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { defineSaga, SagaConcurrencyError, SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
+import { defineSaga, SagaConcurrencyError, SagaDispatcher, SagaRuntime, type SagaRuntimeOptions, silentLogger } from '../src/index.js';
 import { pgConnectionOptions } from '../src/orm/index.js';
 import { lockTimeoutSql } from '../src/saga/unit-of-work/group-commit.js';
 import { FakeClock } from '../src/testing/index.js';
@@ -55,35 +55,49 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     for (const orm of opened.splice(0)) await orm.close();
   });
 
-  /** Starts sagas, then holds the first one's row locked in a transaction of another connection until released. */
-  async function heldRow(keys: string[]) {
-    const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
-    for (const key of keys) await plain.handle(saga, { type: 'Start', key });
-    const locker = await db().openAnother();
-    opened.push(locker);
-    const connection = locker.em.getConnection();
+  /** Another ORM (own pool) on the test database, closed after the test. */
+  async function another(overrides: Parameters<ReturnType<typeof db>['openAnother']>[0] = {}): Promise<MikroORM> {
+    const orm = await db().openAnother(overrides);
+    opened.push(orm);
+    return orm;
+  }
+
+  /** A runtime of `saga` on `orm` that retries conflicts at once. */
+  function runtimeOn(orm: MikroORM, options: Partial<SagaRuntimeOptions> = {}): SagaRuntime {
+    return new SagaRuntime({ em: orm.em, sagas: [saga], ...options, concurrency: { baseDelayMs: 0, ...options.concurrency } });
+  }
+
+  /**
+   * A transaction of another connection (an application's own, an operator's session): `lock` locks saga rows
+   * (`column` is "key" or "id"), `release` rolls it back (once; the test's end does it too).
+   */
+  async function locker() {
+    const connection = (await another()).em.getConnection();
     const trx = await connection.begin();
-    await connection.execute('select 1 from "scripted_saga" where "key" = ? for update', [keys[0]], 'all', trx);
     let released: Promise<unknown> | undefined;
     const release = () => {
       released ??= connection.rollback(trx);
       return released;
     };
     locks.push(release);
+    const lock = (column: 'key' | 'id', value: string) =>
+      connection.execute(`select 1 from "scripted_saga" where "${column}" = ? for update`, [value], 'all', trx);
+    return { lock, release };
+  }
+
+  /** Starts sagas, then holds the first one's row locked in a transaction of another connection until released. */
+  async function heldRow(keys: string[]) {
+    const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
+    for (const key of keys) await plain.handle(saga, { type: 'Start', key });
+    const { lock, release } = await locker();
+    await lock('key', keys[0]!);
     return { release };
   }
 
   it('units of other sagas commit while two units wait for a held row; those two commit once it is released', async () => {
     const [held, ...others] = ['held', 'a', 'b', 'c', 'd'].map((name) => uniqueKey(`held-${name}`)) as [string, ...string[]];
     const { release } = await heldRow([held, ...others]);
-    const orm = await db().openAnother();
-    opened.push(orm);
-    const runtime = new SagaRuntime({
-      em: orm.em,
-      sagas: [saga],
-      groupCommit: { maxGroups: 2, lockTimeoutMs: 50 },
-      concurrency: { baseDelayMs: 0 },
-    });
+    const runtime = runtimeOn(await another(), { groupCommit: { maxGroups: 2, lockTimeoutMs: 50 } });
     const rows = rowsOf(db().orm);
 
     // Two units of the held saga: each takes a group of its own (both groups the runtime writes at once) and waits.
@@ -107,14 +121,8 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     const [held, ...others] = ['held', 'a', 'b', 'c', 'd'].map((name) => uniqueKey(`held-pool-${name}`)) as [string, ...string[]];
     const { release } = await heldRow([held, ...others]);
     const log: string[] = [];
-    const orm = await db().openAnother({ pool: { min: 0, max: 5 }, debug: ['query'], logger: (line: string) => log.push(line) });
-    opened.push(orm);
-    const runtime = new SagaRuntime({
-      em: orm.em,
-      sagas: [saga],
-      groupCommit: { maxGroups: 2, lockTimeoutMs: 20 },
-      concurrency: { baseDelayMs: 0 },
-    });
+    const orm = await another({ pool: { min: 0, max: 5 }, debug: ['query'], logger: (line: string) => log.push(line) });
+    const runtime = runtimeOn(orm, { groupCommit: { maxGroups: 2, lockTimeoutMs: 20 } });
     const rows = rowsOf(db().orm);
 
     const waiting = Array.from({ length: 6 }, () => runtime.handle(saga, { type: 'Do', key: held, inc: 1 }));
@@ -139,16 +147,10 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     ];
     const { release } = await heldRow([held, first, ...others]);
     const log: string[] = [];
-    const orm = await db().openAnother({ debug: ['query'], logger: (line: string) => log.push(line) });
-    opened.push(orm);
+    const orm = await another({ debug: ['query'], logger: (line: string) => log.push(line) });
     const hold = new FlushHold();
     orm.em.getEventManager().registerSubscriber(hold);
-    const runtime = new SagaRuntime({
-      em: orm.em,
-      sagas: [saga],
-      groupCommit: { maxGroups: 1, lockTimeoutMs: 50 },
-      concurrency: { baseDelayMs: 0 },
-    });
+    const runtime = runtimeOn(orm, { groupCommit: { maxGroups: 1, lockTimeoutMs: 50 } });
     const rows = rowsOf(db().orm);
 
     // The only group slot is taken by `first`, held at its flush: the next units queue into one group.
@@ -198,22 +200,10 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     const [long, brief] = ['long', 'brief'].map((name) => uniqueKey(`held-hol-${name}`)) as [string, string];
     // `long` stays held by an idle application transaction; `brief` is held only for a moment.
     const { release: releaseLong } = await heldRow([long, brief]);
-    const locker = await db().openAnother();
-    opened.push(locker);
-    const connection = locker.em.getConnection();
-    const trx = await connection.begin();
-    let briefReleased: Promise<unknown> | undefined;
-    const releaseBrief = () => (briefReleased ??= connection.rollback(trx));
-    locks.push(releaseBrief);
+    const { lock: lockBrief, release: releaseBrief } = await locker();
     const log: string[] = [];
-    const orm = await db().openAnother({ debug: ['query'], logger: (line: string) => log.push(line) });
-    opened.push(orm);
-    const runtime = new SagaRuntime({
-      em: orm.em,
-      sagas: [saga],
-      groupCommit: { maxGroups: 1, lockTimeoutMs: 20 },
-      concurrency: { maxAttempts: 1, baseDelayMs: 0 },
-    });
+    const orm = await another({ debug: ['query'], logger: (line: string) => log.push(line) });
+    const runtime = runtimeOn(orm, { groupCommit: { maxGroups: 1, lockTimeoutMs: 20 }, concurrency: { maxAttempts: 1 } });
     const rows = rowsOf(db().orm);
     const rollbacks = () => log.filter((line) => /rollback/i.test(line)).length;
 
@@ -221,7 +211,7 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     const waitingLong = runtime.handle(saga, { type: 'Do', key: long, inc: 1 });
     while (rollbacks() < 1 || (await lockWaiters(db().orm)) < 1) await drainContinuations();
     // `brief` is held for a moment: its unit leaves its group too.
-    await connection.execute('select 1 from "scripted_saga" where "key" = ? for update', [brief], 'all', trx);
+    await lockBrief('key', brief);
     const briefUnit = runtime.handle(saga, { type: 'Do', key: brief, inc: 1 });
     while (rollbacks() < 2) await drainContinuations();
     await releaseBrief();
@@ -239,9 +229,8 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     const held = uniqueKey('held-timeout');
     const { release } = await heldRow([held]);
     // The application's own setting on every connection of its pool.
-    const orm = await db().openAnother({ driverOptions: pgConnectionOptions({ serverOptions: '-c lock_timeout=30' }) });
-    opened.push(orm);
-    const runtime = new SagaRuntime({ em: orm.em, sagas: [saga], concurrency: { maxAttempts: 2, baseDelayMs: 0 } });
+    const orm = await another({ driverOptions: pgConnectionOptions({ serverOptions: '-c lock_timeout=30' }) });
+    const runtime = runtimeOn(orm, { concurrency: { maxAttempts: 2 } });
     try {
       const error = await runtime.handle(saga, { type: 'Do', key: held, inc: 1 }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(SagaConcurrencyError);
@@ -259,30 +248,23 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     const seeding = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
     const key = uniqueKey('held-timer');
     const { sagaId } = await seeding.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'schedule', name: 'due', after: 0 }] });
-    const locker = await db().openAnother();
-    opened.push(locker);
-    const connection = locker.em.getConnection();
-    const trx = await connection.begin();
-    locks.push(() => connection.rollback(trx));
-    await connection.execute('select 1 from "scripted_saga" where "id" = ? for update', [sagaId], 'all', trx);
-    const orm = await db().openAnother({ driverOptions: pgConnectionOptions({ serverOptions: '-c lock_timeout=30' }) });
-    opened.push(orm);
+    const { lock, release } = await locker();
+    await lock('id', sagaId!);
+    const orm = await another({ driverOptions: pgConnectionOptions({ serverOptions: '-c lock_timeout=30' }) });
     const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock, concurrency: { maxAttempts: 2, baseDelayMs: 0 } });
     const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger });
     const rows = rowsOf(db().orm);
 
     expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 0, failed: 0, interrupted: 1 });
     expect(await rows.pendingTimers(sagaId!)).toMatchObject([{ name: 'due', attempts: 0, lastError: null }]);
-    await locks.pop()!();
+    await release();
     expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 1, fired: 1, failed: 0 });
     expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:due;' });
   });
 
   it("a group's lock timeout keeps the connection's own when that is shorter, and lasts only for the group's transaction", async () => {
     const setting = async (serverOptions: string | undefined, timeoutMs: number) => {
-      const orm = await db().openAnother(serverOptions ? { driverOptions: pgConnectionOptions({ serverOptions }) } : {});
-      opened.push(orm);
-      const connection = orm.em.getConnection();
+      const connection = (await another(serverOptions ? { driverOptions: pgConnectionOptions({ serverOptions }) } : {})).em.getConnection();
       const trx = await connection.begin();
       await connection.execute(lockTimeoutSql(timeoutMs), [], 'all', trx);
       const [inside] = await connection.execute<{ t: string }[]>("select current_setting('lock_timeout') as t", [], 'all', trx);
