@@ -536,7 +536,6 @@ export class SagaRuntime {
     try {
       report = await write({ em, plan, target: { state, meta, verifyUnchanged }, lockKey: lockKeyOf(plan, definition.name, target) });
     } catch (error) {
-      if (error instanceof LeftGroup) throw error;
       if (!(error instanceof StaleTimer)) {
         const startedWith = instance.isNew && target.kind === 'correlation' ? { value: target.value } : undefined;
         return failed({ sagaId: state.id, startedWith, timerNames: plan.timers.map((t) => t.name) })(error);

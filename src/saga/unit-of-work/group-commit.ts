@@ -77,9 +77,8 @@ export class GroupCommit {
   private readonly prelude: string | undefined;
 
   constructor(root: EntityManager, limits: GroupLimits) {
-    const prelude = dialectOf(root).name === 'postgresql' ? lockTimeoutSql(limits.lockTimeoutMs) : undefined;
-    this.prelude = prelude;
-    this.batcher = new UnitBatcher((units) => writeGroup(root, units, prelude), {
+    this.prelude = dialectOf(root).name === 'postgresql' ? lockTimeoutSql(limits.lockTimeoutMs) : undefined;
+    this.batcher = new UnitBatcher((units) => writeGroup(root, units, this.prelude), {
       maxItems: limits.maxUnits,
       maxBatches: limits.maxGroups,
     });
@@ -96,13 +95,12 @@ export class GroupCommit {
    * reads and runs it again, not an attempt). A unit whose row is free commits without waiting for another row.
    */
   writeAlone(unit: UnitWrite): Promise<WriteReport> {
+    // Only PostgreSQL's lock timeout (the prelude) makes a unit leave its group: here `prelude` is always set.
     const write = (prelude?: string) => writePlan(unit.em, unit.plan, unit.target, prelude);
-    const prelude = this.prelude;
-    if (!prelude) return this.alone.run(() => write());
     return (
       this.alone.tryRun(() => write()) ??
       this.tries.run(async () => {
-        const outcome = leftGroupIfLockWait(await settle(write(prelude)));
+        const outcome = leftGroupIfLockWait(await settle(write(this.prelude)));
         if (outcome.ok) return outcome.value;
         throw outcome.error;
       })
