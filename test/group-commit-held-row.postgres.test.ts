@@ -9,6 +9,7 @@ import { defineSaga, SagaConcurrencyError, SagaDispatcher, SagaRuntime, type Sag
 import { pgConnectionOptions } from '../src/orm/index.js';
 import { lockTimeoutSql } from '../src/saga/unit-of-work/group-commit.js';
 import { FakeClock } from '../src/testing/index.js';
+import type { Clock } from '../src/time/clock.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations, FlushHold } from './support/flush-hold.js';
 import { rowsOf } from './support/rows.js';
@@ -21,6 +22,9 @@ type Msg =
 /** Steps of gated messages wait here until the test lets them all go, so their units reach the write phase together. */
 let gate: { entered: number; expected: number; all: ReturnType<typeof deferred<void>>; go: ReturnType<typeof deferred<void>> } | undefined;
 
+/** How many times the step of each key's Do ran: a unit that leaves its group or takes a turn runs it again. */
+const runs = new Map<string, number>();
+
 const saga = defineSaga<ScriptedSaga, Msg>({
   name: 'scripted',
   state: ScriptedSaga,
@@ -30,6 +34,7 @@ const saga = defineSaga<ScriptedSaga, Msg>({
     Start: () => undefined,
     Do: async (state, message) => {
       if (message.type !== 'Do') return;
+      runs.set(message.key, (runs.get(message.key) ?? 0) + 1);
       if (message.gated && gate) {
         if (++gate.entered === gate.expected) gate.all.resolve();
         await gate.go.promise;
@@ -225,6 +230,92 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     expect(await waitingLong).toMatchObject({ outcome: 'handled', version: 1 });
   }, 10_000);
 
+  it("a unit taking turns for a held row pauses on the runtime's clock before each turn; it commits at the turn after the release", async () => {
+    const [long, held] = ['long', 'turns'].map((name) => uniqueKey(`held-pace-${name}`)) as [string, string];
+    const { release: releaseLong } = await heldRow([long, held]);
+    const { lock, release } = await locker();
+    await lock('key', held);
+    const log: string[] = [];
+    const orm = await another({ debug: ['query'], logger: (line: string) => log.push(line) });
+    // The runtime's clock, and every pause it asked of it.
+    const fake = new FakeClock();
+    const pauses: number[] = [];
+    const clock: Clock = {
+      now: () => fake.now(),
+      sleep: (ms, signal) => {
+        pauses.push(ms);
+        return fake.sleep(ms, signal);
+      },
+    };
+    const runtime = new SagaRuntime({
+      em: orm.em,
+      sagas: [saga],
+      clock,
+      groupCommit: { maxGroups: 1, lockTimeoutMs: 1 },
+      concurrency: { baseDelayMs: 100, maxDelayMs: 100 },
+    });
+    const rows = rowsOf(db().orm);
+
+    // The unit of `long` waits alone in the only solo slot: the unit of `held` must take turns.
+    const waitingLong = runtime.handle(saga, { type: 'Do', key: long, inc: 1 });
+    while (!log.some((line) => /rollback/i.test(line)) || (await lockWaiters(db().orm)) < 1) await drainContinuations();
+    const unit = runtime.handle(saga, { type: 'Do', key: held, inc: 5 });
+    // It ran its step in its group, then once more for its first turn; that turn met the lock timeout (1 ms).
+    // Unpaced, it would read and run its step again at once, over and over (ten runs end this loop).
+    while (pauses.length === 0 && (runs.get(held) ?? 0) < 10) await drainContinuations();
+    expect(runs.get(held)).toBe(2);
+    expect(pauses).toHaveLength(1);
+    expect(pauses[0]).toBeGreaterThanOrEqual(50);
+    expect(pauses[0]).toBeLessThanOrEqual(100);
+
+    // Its next turn comes when the clock passes the pause; the row is still held, so it pauses again.
+    fake.advance(100);
+    while (pauses.length === 1 && (runs.get(held) ?? 0) < 10) await drainContinuations();
+    expect(runs.get(held)).toBe(3);
+    expect(pauses).toHaveLength(2);
+
+    await release();
+    fake.advance(100);
+    // Turns are neither attempts nor conflicts.
+    expect(await unit).toMatchObject({ outcome: 'handled', version: 1, attempts: 1, conflicts: 0 });
+    expect(runs.get(held)).toBe(4);
+    expect(await rows.saga(held)).toMatchObject({ counter: 5, version: 1 });
+    await releaseLong();
+    expect(await waitingLong).toMatchObject({ outcome: 'handled', version: 1 });
+  });
+
+  it("a unit taking turns whose wait the connection's own lock_timeout ends gets lock-wait conflicts, up to CONCURRENCY_CONFLICT", async () => {
+    const [busy, held] = ['busy', 'own'].map((name) => uniqueKey(`held-ownturn-${name}`)) as [string, string];
+    const { release: releaseBusy } = await heldRow([busy, held]);
+    const { lock, release } = await locker();
+    await lock('key', held);
+    // The application's own limit (30 ms) is shorter than the group's (250 ms): it is the one in force.
+    const orm = await another({ driverOptions: pgConnectionOptions({ serverOptions: '-c lock_timeout=30' }) });
+    const hold = new FlushHold();
+    orm.em.getEventManager().registerSubscriber(hold);
+    const runtime = runtimeOn(orm, { groupCommit: { maxGroups: 1, lockTimeoutMs: 250 }, concurrency: { maxAttempts: 2 } });
+
+    // The unit of `busy` leaves its group for its held row, then holds the only solo slot at its flush (the
+    // second flush of its saga): it has the slot, and keeps it until the test lets it go.
+    const blocker = hold.arm(busy, 1);
+    const busyUnit = runtime.handle(saga, { type: 'Do', key: busy, inc: 1 });
+    await blocker.reached.promise;
+    await releaseBusy(); // its UPDATE, once the flush goes on, finds the row free
+
+    // The unit of `held` leaves its group and takes turns: each wait is ended by the connection's own limit,
+    // which is a lock-wait conflict like anywhere else in the application. Counted as turns instead, it would
+    // take turns for as long as the row stays held (the test times out).
+    const error = await runtime.handle(saga, { type: 'Do', key: held, inc: 1 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SagaConcurrencyError);
+    expect(error).toMatchObject({ code: 'CONCURRENCY_CONFLICT', details: { attempts: 2 } });
+    expect((error as Error).message).toContain('a row stayed locked by another transaction past the lock timeout');
+    await release();
+    expect(await rowsOf(db().orm).saga(held)).toMatchObject({ counter: 0, version: 0 });
+
+    blocker.release.resolve();
+    expect(await busyUnit).toMatchObject({ outcome: 'handled', version: 1 });
+  });
+
   it("a row still held past the connection's own lock_timeout ends in CONCURRENCY_CONFLICT naming the lock wait", async () => {
     const held = uniqueKey('held-timeout');
     const { release } = await heldRow([held]);
@@ -262,19 +353,20 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     expect(await rows.saga(key)).toMatchObject({ log: 'started;tick:due;' });
   });
 
-  it("a group's lock timeout keeps the connection's own when that is shorter, and lasts only for the group's transaction", async () => {
+  it("a group's lock timeout keeps the connection's own when that is not longer, says which is in force, and lasts only for the group's transaction", async () => {
     const setting = async (serverOptions: string | undefined, timeoutMs: number) => {
       const connection = (await another(serverOptions ? { driverOptions: pgConnectionOptions({ serverOptions }) } : {})).em.getConnection();
       const trx = await connection.begin();
-      await connection.execute(lockTimeoutSql(timeoutMs), [], 'all', trx);
+      const [{ own }] = await connection.execute<[{ own: boolean }]>(lockTimeoutSql(timeoutMs), [], 'all', trx);
       const [inside] = await connection.execute<{ t: string }[]>("select current_setting('lock_timeout') as t", [], 'all', trx);
       await connection.rollback(trx);
       const [after] = await connection.execute<{ t: string }[]>("select current_setting('lock_timeout') as t");
-      return [inside!.t, after!.t];
+      return [inside!.t, after!.t, own ? 'own' : 'ours'];
     };
-    expect(await setting(undefined, 250)).toEqual(['250ms', '0']);
-    expect(await setting('-c lock_timeout=40', 250)).toEqual(['40ms', '40ms']);
-    expect(await setting('-c lock_timeout=2min', 250)).toEqual(['250ms', '2min']);
-    expect(await setting('-c lock_timeout=1s', 999)).toEqual(['999ms', '1s']);
+    expect(await setting(undefined, 250)).toEqual(['250ms', '0', 'ours']);
+    expect(await setting('-c lock_timeout=40', 250)).toEqual(['40ms', '40ms', 'own']);
+    expect(await setting('-c lock_timeout=250', 250)).toEqual(['250ms', '250ms', 'own']);
+    expect(await setting('-c lock_timeout=2min', 250)).toEqual(['250ms', '2min', 'ours']);
+    expect(await setting('-c lock_timeout=1s', 999)).toEqual(['999ms', '1s', 'ours']);
   });
 });

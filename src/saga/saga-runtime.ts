@@ -436,6 +436,8 @@ export class SagaRuntime {
     let conflicts = 0;
     /** Whether the unit of work writes in a transaction of its own: once it left a group for a held row. */
     let alone = false;
+    /** How many times it left its group or took a turn in a row: paces its turns. */
+    let turns = 0;
     for (let attempt = 1; ; attempt++) {
       try {
         const result = await this.attempt(saga, message, target, correlationId, { attempts: attempt, conflicts, alone });
@@ -449,7 +451,10 @@ export class SagaRuntime {
       } catch (error) {
         if (error instanceof LeftGroup) {
           // Nothing of it was written and no other unit of work committed first: not an attempt, not a conflict.
-          // Alone already: every solo slot was taken and its row was still held; it reads and tries again.
+          // Alone already: every solo slot was taken and its row was still held past its turn. It pauses before it
+          // reads and tries again, on the runtime's clock (the row may stay held for as long as another
+          // transaction lasts; a FakeClock's advance() ends the pause).
+          if (alone) await this.options.clock.sleep(turnPause(++turns, this.options.concurrency));
           alone = true;
           attempt--;
           continue;
@@ -625,6 +630,15 @@ function sleepWithJitter(attempt: number, options: ResolvedSagaRuntimeOptions['c
   const cap = Math.min(options.maxDelayMs, options.baseDelayMs * 2 ** (attempt - 1));
   const ms = Math.random() * cap;
   return ms < 1 ? Promise.resolve() : new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * The pause before a unit of work whose row stayed held takes another turn: between half and all of the retry
+ * delay cap of its `turns`-th turn (never 0 unless `baseDelayMs` is), so turns stay spread out however many wait.
+ */
+function turnPause(turns: number, options: ResolvedSagaRuntimeOptions['concurrency']): number {
+  const cap = Math.min(options.maxDelayMs, options.baseDelayMs * 2 ** Math.min(turns - 1, 30));
+  return Math.round(cap / 2 + (Math.random() * cap) / 2);
 }
 
 /** Applies the documented defaults and checks ranges. */

@@ -3,10 +3,12 @@ import { dialectOf } from '../../dialect/dialect-adapter.js';
 import {
   beginUnit,
   commitUnit,
+  executeSql,
   freshFork,
   isLockWait,
   joinTransaction,
   leaveTransaction,
+  queryRows,
   rollbackUnit,
   runSavepointStatement,
   SAVEPOINT_SQL,
@@ -92,17 +94,27 @@ export class GroupCommit {
    * slot is taken (their rows may stay held for as long as another transaction lasts), the unit does not wait
    * behind them: units in that case take turns, one at a time, to write in a transaction of their own with the
    * group's lock timeout, and one whose row is still held rejects with {@link LeftGroup} again (the runtime
-   * reads and runs it again, not an attempt). A unit whose row is free commits without waiting for another row.
+   * pauses, then reads and runs it again, not an attempt). A unit whose row is free commits without waiting for
+   * another row. When the connection's own `lock_timeout` is the shorter limit, a wait it ends is a lock-wait
+   * conflict as in any transaction of the application, not another turn.
    */
   writeAlone(unit: UnitWrite): Promise<WriteReport> {
-    // Only PostgreSQL's lock timeout (the prelude) makes a unit leave its group: here `prelude` is always set.
-    const write = (prelude?: string) => writePlan(unit.em, unit.plan, unit.target, prelude);
+    const { em, plan, target } = unit;
     return (
-      this.alone.tryRun(() => write()) ??
+      this.alone.tryRun(() => writePlan(em, plan, target)) ??
       this.tries.run(async () => {
-        const outcome = leftGroupIfLockWait(await settle(write(this.prelude)));
-        if (outcome.ok) return outcome.value;
-        throw outcome.error;
+        // Only PostgreSQL's lock timeout (the prelude) makes a unit leave its group: here `prelude` is always set.
+        let own = false;
+        const bound = async (tx: EntityManager) => {
+          const [row] = await queryRows<{ own: boolean }>(tx, this.prelude!, []);
+          own = row?.own === true;
+        };
+        const outcome = await settle(writePlan(em, plan, target, bound));
+        // A wait ended by the connection's own lock_timeout is the application's limit, not the group's: a
+        // lock-wait conflict (retried and counted, up to CONCURRENCY_CONFLICT), not another turn.
+        const result = own ? outcome : leftGroupIfLockWait(outcome);
+        if (result.ok) return result.value;
+        throw result.error;
       })
     );
   }
@@ -119,15 +131,19 @@ export class GroupCommit {
 
 /**
  * The statement that bounds a group transaction's lock waits (PostgreSQL): `lock_timeout` for the rest of the
- * transaction, `timeoutMs` or the connection's own setting when that is shorter. `timeoutMs` is a validated
- * integer option, never input.
+ * transaction, `timeoutMs` or the connection's own setting when that is not longer. Its one row's `own` says
+ * which is in force: true when the connection's own limit is. `timeoutMs` is a validated integer option, never input.
  */
 export function lockTimeoutSql(timeoutMs: number): string {
   // current_setting() shows the value with its unit ('0', '50ms', '2min'), which interval input reads; pg_settings
-  // would give plain milliseconds, but reading that view costs milliseconds per statement.
-  const ours = `interval '${timeoutMs} milliseconds'`;
+  // would give plain milliseconds, but reading that view costs milliseconds per statement. The setting is read in
+  // a subquery that OFFSET 0 keeps from being merged into the outer select: merged, set_config() runs before the
+  // comparison reads the setting, which then always finds its own value.
   const own = "current_setting('lock_timeout')::interval";
-  return `select set_config('lock_timeout', case when ${own} > interval '0' and ${own} < ${ours} then current_setting('lock_timeout') else '${timeoutMs}ms' end, true)`;
+  return (
+    `select set_config('lock_timeout', case when own then setting else '${timeoutMs}ms' end, true), own from ` +
+    `(select current_setting('lock_timeout') as setting, ${own} > interval '0' and ${own} <= interval '${timeoutMs} milliseconds' as own offset 0) as current`
+  );
 }
 
 /**
@@ -139,7 +155,7 @@ export function lockTimeoutSql(timeoutMs: number): string {
 export async function writeGroup(root: EntityManager, units: readonly UnitWrite[], prelude?: string): Promise<ItemOutcome<WriteReport>[]> {
   if (units.length === 1) {
     const { em, plan, target } = units[0]!;
-    const outcome = await settle(writePlan(em, plan, target, prelude));
+    const outcome = await settle(writePlan(em, plan, target, prelude ? (tx) => executeSql(tx, prelude, [], 'run') : undefined));
     return [prelude ? leftGroupIfLockWait(outcome) : outcome];
   }
   const group = freshFork(root);

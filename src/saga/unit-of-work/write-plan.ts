@@ -1,7 +1,7 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { dialectOf } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
-import { beginUnit, commitUnit, executeSql, rollbackUnit } from '../../orm/compat.js';
+import { beginUnit, commitUnit, rollbackUnit } from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
 import { guardSagaVersion } from '../../sql/saga-statements.js';
@@ -120,15 +120,20 @@ export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget): Plann
 }
 
 /**
- * Phase 4 of a unit of work: runs the plan's statements and commits, in one transaction of `em`; `prelude`, a
- * statement without parameters (the group's lock timeout), runs first.
+ * Phase 4 of a unit of work: runs the plan's statements and commits, in one transaction of `em`; `prelude` (the
+ * group's lock timeout) runs first in it.
  * On any failure everything is rolled back and the error is rethrown: {@link VersionConflict},
  * {@link StaleTimer}, or a {@link StatementFailure} naming the operation and table.
  */
-export async function writePlan(em: EntityManager, plan: UnitOfWorkPlan, target: SagaRowTarget, prelude?: string): Promise<WriteReport> {
+export async function writePlan(
+  em: EntityManager,
+  plan: UnitOfWorkPlan,
+  target: SagaRowTarget,
+  prelude?: (em: EntityManager) => Promise<unknown>,
+): Promise<WriteReport> {
   await runNamed('begin', undefined, () => beginUnit(em));
   try {
-    if (prelude) await runNamed('begin', undefined, () => executeSql(em, prelude, [], 'run'));
+    if (prelude) await runNamed('begin', undefined, () => prelude(em));
     const report = await runPlanStatements(em, plan, target);
     await runNamed('commit', undefined, () => commitUnit(em));
     return report;
