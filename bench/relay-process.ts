@@ -31,7 +31,7 @@ const options: RelayOptions = { batchSize: 100, concurrency: 10, ...(JSON.parse(
 /** The publisher every relay hands its messages to. */
 const noop = async (_message: unknown) => {};
 
-/** mikro-orm-saga's dispatcher with a no-op publisher, run pass after pass until a pass claims nothing. */
+/** mikro-orm-saga's dispatcher with a no-op publisher, its loop running until a pass claims nothing. */
 function ours(): Relay {
   let orm!: MikroORM;
   return {
@@ -45,11 +45,16 @@ function ours(): Relay {
       const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga] });
       const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger, publish: noop, ...options });
       let published = 0;
-      for (;;) {
-        const pass = await dispatcher.runOnce();
+      dispatcher.on('pass', (pass) => {
         published += pass.outbox.published;
-        if (pass.outbox.claimed === 0) return published;
-      }
+      });
+      // The loop an application runs (`start()`), until a pass claims nothing; stop() waits for the passes in flight.
+      await new Promise<void>((resolve) => {
+        dispatcher.on('idle', resolve);
+        dispatcher.start();
+      });
+      await dispatcher.stop();
+      return published;
     },
     close: () => orm.close(true),
   };

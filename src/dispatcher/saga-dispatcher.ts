@@ -107,6 +107,9 @@ interface HeldRow extends Claim {
   readonly lastError?: string | null;
 }
 
+/** What the loop learns when a pass it waits for has delivered every row and only writes their published stamps. */
+const STAMPS_LEFT = Symbol('stamps left');
+
 /** Most undelivered outcomes kept for writing once the database answers again. */
 const MAX_PENDING_OUTCOMES = 10_000;
 
@@ -251,18 +254,31 @@ export class SagaDispatcher implements AsyncDisposable {
   private async runLoop(signal: AbortSignal): Promise<void> {
     const { clock, pollIntervalMs } = this.options;
     const inFlight = new Set<Promise<unknown>>();
+    /** The pass whose published stamps are being written while the current one runs. */
+    let stampsBehind: Promise<unknown> | undefined;
     let failures = 0;
     while (!signal.aborted) {
-      const settled = this.pass(signal).then(
+      let stamping!: () => void;
+      const onlyStamps = new Promise<void>((resolve) => {
+        stamping = resolve;
+      });
+      const settled = this.pass(signal, stamping).then(
         (result) => ({ result }),
         (error: unknown) => ({ error }),
       );
       inFlight.add(settled);
       void settled.then(() => inFlight.delete(settled));
-      const outcome = await this.untilSettledOrOvertaken(settled, signal);
-      if (!outcome) {
-        // The pass waits on slow deliveries; it reports when they end, and the next pass claims meanwhile.
+      const outcome = await this.untilSettledOrOvertaken(settled, signal, onlyStamps);
+      if (outcome === undefined || outcome === STAMPS_LEFT) {
+        // The pass waits on slow deliveries, or only on its published stamps: it reports when they end, and the
+        // next pass claims meanwhile.
         void settled.then((late) => ('error' in late ? this.reportFailedPass(late.error, failures + 1) : this.emit('pass', late.result)));
+        if (outcome === STAMPS_LEFT) {
+          // At most one pass's stamps are written behind the next pass: when that statement is slow, the loop
+          // waits for it rather than publish more rows it has not stamped.
+          await stampsBehind;
+          stampsBehind = settled;
+        }
         continue;
       }
       if ('error' in outcome) {
@@ -283,9 +299,15 @@ export class SagaDispatcher implements AsyncDisposable {
 
   /**
    * Waits for `settled`, or for the moment it may be overtaken: a poll interval has passed and the pool has
-   * a free slot (the pass waits on slow deliveries). Returns undefined when overtaken or stopping.
+   * a free slot (the pass waits on slow deliveries), or `onlyStamps` resolved (every delivery of the pass ended;
+   * it waits only for the statement stamping its published rows, which the next claim need not wait for).
+   * Returns {@link STAMPS_LEFT} in that last case, undefined when otherwise overtaken or stopping.
    */
-  private async untilSettledOrOvertaken<T>(settled: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  private async untilSettledOrOvertaken<T>(
+    settled: Promise<T>,
+    signal: AbortSignal,
+    onlyStamps: Promise<void>,
+  ): Promise<T | typeof STAMPS_LEFT | undefined> {
     const overtake = new AbortController();
     const abort = () => overtake.abort();
     signal.addEventListener('abort', abort, { once: true });
@@ -294,7 +316,7 @@ export class SagaDispatcher implements AsyncDisposable {
       .then(() => this.pool.whenRoom(overtake.signal))
       .then(() => undefined);
     try {
-      return await Promise.race([settled, overtaken]);
+      return await Promise.race([settled, overtaken, onlyStamps.then((): typeof STAMPS_LEFT => STAMPS_LEFT)]);
     } finally {
       overtake.abort();
       signal.removeEventListener('abort', abort);
@@ -312,7 +334,11 @@ export class SagaDispatcher implements AsyncDisposable {
     await waiting;
   }
 
-  private async pass(signal: AbortSignal | undefined): Promise<DispatchPassResult> {
+  /**
+   * One pass. It resolves once the published stamps of its rows are written too; `onlyStamps` is called when
+   * every delivery ended and only those stamps are left (the loop then claims again while they are written).
+   */
+  private async pass(signal: AbortSignal | undefined, onlyStamps?: () => void): Promise<DispatchPassResult> {
     const now = this.options.clock.now();
     const result: Mutable<DispatchPassResult> = {
       timers: { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, released: 0, interrupted: 0, lost: 0 },
@@ -325,9 +351,14 @@ export class SagaDispatcher implements AsyncDisposable {
       // The outbox is claimed while the timers are, not after their deliveries: one round trip less per pass.
       // A message a timer of this pass sends is published by the next pass, which starts at once (this one
       // claimed something). A stopping dispatcher claims no more outbox rows only to release them again.
+      const stamps: Promise<void>[] = [];
       const timers = this.claimAndFireTimers(now, signal, result.timers);
-      const outbox = this.options.publish && !signal?.aborted ? this.claimAndPublish(signal, result.outbox) : undefined;
+      const outbox = this.options.publish && !signal?.aborted ? this.claimAndPublish(signal, result.outbox, stamps) : undefined;
       const [timersDone, outboxDone] = await Promise.allSettled([timers, outbox]);
+      if (stamps.length > 0) {
+        onlyStamps?.();
+        await Promise.all(stamps);
+      }
       if (timersDone.status === 'rejected') throw timersDone.reason;
       if (outboxDone.status === 'rejected') throw outboxDone.reason;
     } catch (error) {
@@ -355,7 +386,7 @@ export class SagaDispatcher implements AsyncDisposable {
    * marks started, in the claim statement itself, the rows that then start at once (the head of each
    * saga's lane, up to `concurrency`), instead of a start-mark statement of their own.
    */
-  private async claimAndPublish(signal: AbortSignal | undefined, counts: Mutable<DispatchPassResult['outbox']>) {
+  private async claimAndPublish(signal: AbortSignal | undefined, counts: Mutable<DispatchPassResult['outbox']>, stamps: Promise<void>[]) {
     const table = DISPATCH_TABLES.outbox;
     const at = this.options.clock.now();
     const leaseUntil = new Date(at.getTime() + this.options.leaseMs);
@@ -384,7 +415,7 @@ export class SagaDispatcher implements AsyncDisposable {
       held.map((h) => h.claim),
     );
     const delivered = this.pool.submit(
-      held.map(({ row, claim }) => this.task(table, claim, signal, counts, () => this.publishOne(row, counts), row.startedAtClaim)),
+      held.map(({ row, claim }) => this.task(table, claim, signal, counts, () => this.publishOne(row, counts, stamps), row.startedAtClaim)),
       reservation,
     );
     // After the submit: rows the claim marked started must not wait on these statements.
@@ -465,7 +496,15 @@ export class SagaDispatcher implements AsyncDisposable {
     }
   }
 
-  private async publishOne(claimed: ClaimedOutboxRow, counts: Mutable<DispatchPassResult['outbox']>): Promise<void> {
+  /**
+   * Publishes one claimed row; its published stamp, written with the others of its pass in one statement, is
+   * pushed to `stamps`: the delivery (and its pool slot) ends when the publisher returned.
+   */
+  private async publishOne(
+    claimed: ClaimedOutboxRow,
+    counts: Mutable<DispatchPassResult['outbox']>,
+    stamps: Promise<void>[],
+  ): Promise<void> {
     const { envelope } = claimed;
     const row: HeldRow = { ...envelope, token: claimed.token, lastError: claimed.lastError };
     const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
@@ -478,12 +517,17 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     counts.published++;
     this.metrics.add('messagesPublished', envelope.sagaType);
+    stamps.push(this.stampPublished(row, envelope.id));
+  }
+
+  /** Stamps a published row published (token-checked); when the database cannot take it, keeps it for the next pass. */
+  private async stampPublished(row: HeldRow, id: string): Promise<void> {
     const stamped = await this.writeOrKeep(DISPATCH_TABLES.outbox, row, () => this.published.submit(row));
     if (stamped === false) {
       // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
-      this.options.logger.warn(`outbox message ${envelope.id} was published after its lease ended; it may be published again`);
+      this.options.logger.warn(`outbox message ${id} was published after its lease ended; it may be published again`);
     } else if (stamped === undefined) {
-      this.options.logger.error(`outbox message ${envelope.id} was published but could not be stamped yet; it is stamped at the next pass`);
+      this.options.logger.error(`outbox message ${id} was published but could not be stamped yet; it is stamped at the next pass`);
     }
   }
 
