@@ -160,14 +160,13 @@ export function claimDueRows(
     db.autocommit,
     `with "locked" as (${pick}),
      "picked" as (${picked}),
-     "isolated" as (
-       select "st", "si" from "picked"
-       where "lost" = 1 or substr(coalesce("le", ''), 1, ${LEASE_EXPIRED_PREFIX.length}) = '${LEASE_EXPIRED_PREFIX}'),
      "lanes" as (
-       select ${c.id}, "av", "at", row_number() over (partition by "st", "si" order by "av", ${c.id}) as "in_lane" from "picked"
-       where not exists (select 1 from "isolated" where "isolated"."st" = "picked"."st" and "isolated"."si" = "picked"."si")),
+       select ${c.id}, "av", "at", row_number() over (partition by "st", "si" order by "av", ${c.id}) as "in_lane",
+         max(case when "lost" = 1 or substr(coalesce("le", ''), 1, ${LEASE_EXPIRED_PREFIX.length}) = '${LEASE_EXPIRED_PREFIX}' then 1 else 0 end)
+           over (partition by "st", "si") as "isolated"
+       from "picked"),
      "starting" as (
-       select ${c.id} from (select ${c.id}, "at", row_number() over (order by "av", ${c.id}) as "head" from "lanes" where "in_lane" = 1) as "heads"
+       select ${c.id} from (select ${c.id}, "at", row_number() over (order by "av", ${c.id}) as "head" from "lanes" where "in_lane" = 1 and "isolated" = 0) as "heads"
        where "head" <= ? and "at" < ?)
      update ${name} set ${c.token} = ${db.dialect.newTokenSql}, ${c.lockedUntil} = ?,
        ${c.deliveryStartedAt} = case when ${c.id} in (select ${c.id} from "starting") then coalesce(?, ${c.deliveryStartedAt}) else null end,
@@ -211,19 +210,23 @@ async function updateClaimedRows(
     // Each id is matched with its own claim's token (pairs, not `id in (...) and token in (...)`, which would take
     // a row under another claim's token); `id` alone first, for the primary key's index.
     // PostgreSQL: array parameters (one each is quoted, sent and parsed instead of n: MikroORM 6 inlines every
-    // parameter into the statement's text), the pairs zipped by unnest.
+    // parameter into the statement's text); each row's token is compared with the one at its id's position, a
+    // scalar filter (a semi-join with unnest() was planned as a nested loop over both lists: 100 x 50 rows).
     const pairs = postgres
-      ? `(${c.id}, ${c.token}) in (select * from unnest(?::uuid[], ?::uuid[]))`
+      ? `${c.token} = (?::uuid[])[array_position(?::uuid[], ${c.id})]`
       : `(${c.id}, ${c.token}) in (values ${chunk.map(() => '(?, ?)').join(', ')})`;
-    const held = `${postgres ? `${c.id} = any(?)` : `${c.id} in (${placeholders(chunk.length)})`} and ${pairs}
-         and ${c.dispatchedAt} is null${extraCondition}`;
+    const held = `${postgres ? `${c.id} = any(?)` : `${c.id} in (${placeholders(chunk.length)})`} and ${pairs}`;
+    // The pending condition stays out of the locking subquery: in it, `dispatched_at is null` matches the claim
+    // index's predicate, and PostgreSQL scanned every pending row's entry of that index instead of looking the
+    // ids up by primary key. The UPDATE checks it on the row it locked.
+    const pending = `${c.dispatchedAt} is null${extraCondition}`;
     const rows = await queryRows<{ id: string }>(
       db.autocommit,
       `update ${name} set ${assignments}
-       where ${db.dialect.supportsSkipLocked ? `${c.id} in (${lockedInSagaOrder(c, name, held)})` : held}
+       where ${db.dialect.supportsSkipLocked ? `${c.id} in (${lockedInSagaOrder(c, name, held)})` : held} and ${pending}
        returning ${c.id} as "id"`,
       postgres
-        ? [...params, arrayLiteral(ids), arrayLiteral(ids), arrayLiteral(tokens)]
+        ? [...params, arrayLiteral(ids), arrayLiteral(tokens), arrayLiteral(ids)]
         : [...params, ...ids, ...chunk.flatMap((claim) => [claim.id, claim.token])],
     );
     for (const row of rows) updated.push(String(row.id));
