@@ -107,6 +107,11 @@ interface HeldRow extends Claim {
   readonly lastError?: string | null;
 }
 
+/** A published row's stamp, written after its delivery ended (the row stays held until it is written or kept). */
+interface Stamping {
+  readonly stamped: Promise<void>;
+}
+
 /** What the loop learns when a pass it waits for has delivered every row and only writes their published stamps. */
 const STAMPS_LEFT = Symbol('stamps left');
 
@@ -378,7 +383,14 @@ export class SagaDispatcher implements AsyncDisposable {
     const preload = this.options.runtime.preloadTimerSagas(rows);
     await this.retireUndecodable(undecodable, counts);
     this.leases.hold(table, rows);
-    await this.pool.submit(rows.map((timer) => this.task(table, timer, signal, counts, () => this.fire(timer, counts, preload))));
+    await this.pool.submit(
+      rows.map((timer) =>
+        this.task(table, timer, signal, counts, async () => {
+          await this.fire(timer, counts, preload);
+          return undefined;
+        }),
+      ),
+    );
   }
 
   /**
@@ -448,18 +460,29 @@ export class SagaDispatcher implements AsyncDisposable {
     row: HeldRow,
     signal: AbortSignal | undefined,
     counts: Counts,
-    deliver: () => Promise<void>,
+    deliver: () => Promise<Stamping | undefined>,
     startedAtClaim = false,
   ): DeliveryTask {
+    /** The published stamp still being written when the delivery ended: the row stays held until it is. */
+    let stamping: Promise<void> | undefined;
     return {
       lane: `${table}\u0000${row.sagaType}\u0000${row.sagaId}`,
       isolated: diedWithItsDispatcher(row.lastError),
       run: async () => {
-        if (!signal?.aborted || startedAtClaim) return deliver();
+        if (!signal?.aborted || startedAtClaim) {
+          stamping = (await deliver())?.stamped;
+          return;
+        }
         counts.released++;
         await this.giveBack(table, row);
       },
-      settle: () => this.leases.let(table, row),
+      // A row whose stamp is being written is still this dispatcher's: its lease is renewed and the claims of
+      // the passes started meanwhile leave it alone (once the stamp failed it is kept in pendingOutcomes, which
+      // they leave alone too); let go earlier, it would be claimed and published again once its lease ran out.
+      settle: () => {
+        if (stamping) void stamping.finally(() => this.leases.let(table, row));
+        else this.leases.let(table, row);
+      },
     };
   }
 
@@ -504,7 +527,7 @@ export class SagaDispatcher implements AsyncDisposable {
     claimed: ClaimedOutboxRow,
     counts: Mutable<DispatchPassResult['outbox']>,
     stamps: Promise<void>[],
-  ): Promise<void> {
+  ): Promise<Stamping | undefined> {
     const { envelope } = claimed;
     const row: HeldRow = { ...envelope, token: claimed.token, lastError: claimed.lastError };
     const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
@@ -517,7 +540,9 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     counts.published++;
     this.metrics.add('messagesPublished', envelope.sagaType);
-    stamps.push(this.stampPublished(row, envelope.id));
+    const stamped = this.stampPublished(row, envelope.id);
+    stamps.push(stamped);
+    return { stamped };
   }
 
   /** Stamps a published row published (token-checked); when the database cannot take it, keeps it for the next pass. */
