@@ -361,7 +361,9 @@ export class SagaDispatcher implements AsyncDisposable {
       const outbox = this.options.publish && !signal?.aborted ? this.claimAndPublish(signal, result.outbox, stamps) : undefined;
       const [timersDone, outboxDone] = await Promise.allSettled([timers, outbox]);
       if (stamps.length > 0) {
-        onlyStamps?.();
+        // A pass that failed (its timer or outbox claim) is not overtaken: the loop hears of its failure when its
+        // stamps are written, and backs off as after any failed pass.
+        if (timersDone.status === 'fulfilled' && outboxDone.status === 'fulfilled') onlyStamps?.();
         await Promise.all(stamps);
       }
       if (timersDone.status === 'rejected') throw timersDone.reason;
