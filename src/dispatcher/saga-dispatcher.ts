@@ -294,6 +294,13 @@ export class SagaDispatcher implements AsyncDisposable {
       failures = 0;
       this.emit('pass', outcome.result);
       if (outcome.result.timers.claimed + outcome.result.timers.missed + outcome.result.outbox.claimed === 0) {
+        // Idle only once the stamps written behind are written too (their pass reported): a listener of 'idle'
+        // finds every row published so far stamped, as before the loop claimed behind them.
+        if (stampsBehind) {
+          await stampsBehind;
+          stampsBehind = undefined;
+          if (signal.aborted) break;
+        }
         const waiting = clock.sleep(pollIntervalMs, signal);
         this.emit('idle');
         await waiting;
