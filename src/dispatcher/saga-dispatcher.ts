@@ -107,6 +107,11 @@ interface HeldRow extends Claim {
   readonly lastError?: string | null;
 }
 
+/** A published row's stamp, written after its delivery ended (the row stays held until it is written or kept). */
+interface Stamping {
+  readonly stamped: Promise<void>;
+}
+
 /** What the loop learns when a pass it waits for has delivered every row and only writes their published stamps. */
 const STAMPS_LEFT = Symbol('stamps left');
 
@@ -289,6 +294,13 @@ export class SagaDispatcher implements AsyncDisposable {
       failures = 0;
       this.emit('pass', outcome.result);
       if (outcome.result.timers.claimed + outcome.result.timers.missed + outcome.result.outbox.claimed === 0) {
+        // Idle only once the stamps written behind are written too (their pass reported): a listener of 'idle'
+        // finds every row published so far stamped, as before the loop claimed behind them.
+        if (stampsBehind) {
+          await stampsBehind;
+          stampsBehind = undefined;
+          if (signal.aborted) break;
+        }
         const waiting = clock.sleep(pollIntervalMs, signal);
         this.emit('idle');
         await waiting;
@@ -356,7 +368,9 @@ export class SagaDispatcher implements AsyncDisposable {
       const outbox = this.options.publish && !signal?.aborted ? this.claimAndPublish(signal, result.outbox, stamps) : undefined;
       const [timersDone, outboxDone] = await Promise.allSettled([timers, outbox]);
       if (stamps.length > 0) {
-        onlyStamps?.();
+        // A pass that failed (its timer or outbox claim) is not overtaken: the loop hears of its failure when its
+        // stamps are written, and backs off as after any failed pass.
+        if (timersDone.status === 'fulfilled' && outboxDone.status === 'fulfilled') onlyStamps?.();
         await Promise.all(stamps);
       }
       if (timersDone.status === 'rejected') throw timersDone.reason;
@@ -378,7 +392,14 @@ export class SagaDispatcher implements AsyncDisposable {
     const preload = this.options.runtime.preloadTimerSagas(rows);
     await this.retireUndecodable(undecodable, counts);
     this.leases.hold(table, rows);
-    await this.pool.submit(rows.map((timer) => this.task(table, timer, signal, counts, () => this.fire(timer, counts, preload))));
+    await this.pool.submit(
+      rows.map((timer) =>
+        this.task(table, timer, signal, counts, async () => {
+          await this.fire(timer, counts, preload);
+          return undefined;
+        }),
+      ),
+    );
   }
 
   /**
@@ -448,18 +469,29 @@ export class SagaDispatcher implements AsyncDisposable {
     row: HeldRow,
     signal: AbortSignal | undefined,
     counts: Counts,
-    deliver: () => Promise<void>,
+    deliver: () => Promise<Stamping | undefined>,
     startedAtClaim = false,
   ): DeliveryTask {
+    /** The published stamp still being written when the delivery ended: the row stays held until it is. */
+    let stamping: Promise<void> | undefined;
     return {
       lane: `${table}\u0000${row.sagaType}\u0000${row.sagaId}`,
       isolated: diedWithItsDispatcher(row.lastError),
       run: async () => {
-        if (!signal?.aborted || startedAtClaim) return deliver();
+        if (!signal?.aborted || startedAtClaim) {
+          stamping = (await deliver())?.stamped;
+          return;
+        }
         counts.released++;
         await this.giveBack(table, row);
       },
-      settle: () => this.leases.let(table, row),
+      // A row whose stamp is being written is still this dispatcher's: its lease is renewed and the claims of
+      // the passes started meanwhile leave it alone (once the stamp failed it is kept in pendingOutcomes, which
+      // they leave alone too); let go earlier, it would be claimed and published again once its lease ran out.
+      settle: () => {
+        if (stamping) void stamping.finally(() => this.leases.let(table, row));
+        else this.leases.let(table, row);
+      },
     };
   }
 
@@ -504,7 +536,7 @@ export class SagaDispatcher implements AsyncDisposable {
     claimed: ClaimedOutboxRow,
     counts: Mutable<DispatchPassResult['outbox']>,
     stamps: Promise<void>[],
-  ): Promise<void> {
+  ): Promise<Stamping | undefined> {
     const { envelope } = claimed;
     const row: HeldRow = { ...envelope, token: claimed.token, lastError: claimed.lastError };
     const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
@@ -517,7 +549,9 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     counts.published++;
     this.metrics.add('messagesPublished', envelope.sagaType);
-    stamps.push(this.stampPublished(row, envelope.id));
+    const stamped = this.stampPublished(row, envelope.id);
+    stamps.push(stamped);
+    return { stamped };
   }
 
   /** Stamps a published row published (token-checked); when the database cannot take it, keeps it for the next pass. */

@@ -454,7 +454,7 @@ export class SagaRuntime {
           // Alone already: every solo slot was taken and its row was still held past its turn. It pauses before it
           // reads and tries again, on the runtime's clock (the row may stay held for as long as another
           // transaction lasts; a FakeClock's advance() ends the pause).
-          if (alone) await this.options.clock.sleep(turnPause(++turns, this.options.concurrency));
+          if (alone) await pauseBeforeTurn(this.options.clock, turnPause(++turns, this.options.concurrency));
           alone = true;
           attempt--;
           continue;
@@ -639,6 +639,24 @@ function sleepWithJitter(attempt: number, options: ResolvedSagaRuntimeOptions['c
 function turnPause(turns: number, options: ResolvedSagaRuntimeOptions['concurrency']): number {
   const cap = Math.min(options.maxDelayMs, options.baseDelayMs * 2 ** Math.min(turns - 1, 30));
   return Math.round(cap / 2 + (Math.random() * cap) / 2);
+}
+
+/**
+ * Pauses `ms` before a unit's next turn: on `clock` (a FakeClock's advance() ends it early) and never longer
+ * than `ms` of real time. On a FakeClock alone, a unit of a released row would wait until the test happened
+ * to advance the clock: runtime.handle() would never return, nothing showing why.
+ */
+function pauseBeforeTurn(clock: Clock, ms: number): Promise<void> {
+  if (ms < 1) return Promise.resolve();
+  const done = new AbortController();
+  let timeout: ReturnType<typeof setTimeout> | undefined;
+  const real = new Promise<void>((resolve) => {
+    timeout = setTimeout(resolve, ms);
+  });
+  return Promise.race([clock.sleep(ms, done.signal), real]).finally(() => {
+    done.abort();
+    clearTimeout(timeout);
+  });
 }
 
 /** Applies the documented defaults and checks ranges. */
