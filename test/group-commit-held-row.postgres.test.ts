@@ -34,7 +34,7 @@ const saga = defineSaga<ScriptedSaga, Msg>({
     Start: () => undefined,
     Do: async (state, message) => {
       if (message.type !== 'Do') return;
-      runs.set(message.key, (runs.get(message.key) ?? 0) + 1);
+      for (const key of [message.key, `${message.key}#${message.inc}`]) runs.set(key, (runs.get(key) ?? 0) + 1);
       if (message.gated && gate) {
         if (++gate.entered === gate.expected) gate.all.resolve();
         await gate.go.promise;
@@ -130,10 +130,12 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     const runtime = runtimeOn(orm, { groupCommit: { maxGroups: 2, lockTimeoutMs: 20 } });
     const rows = rowsOf(db().orm);
 
-    const waiting = Array.from({ length: 6 }, () => runtime.handle(saga, { type: 'Do', key: held, inc: 1 }));
-    // All six left their groups (each group, or its savepoint, rolled back once). Six transactions waiting alone
-    // would hold all five connections and queue the sixth: no other unit could even read its saga.
-    while (log.filter((line) => /rollback/i.test(line)).length < 6) await drainContinuations();
+    // Six units, told apart by their increments (1 to 6).
+    const waiting = Array.from({ length: 6 }, (_, n) => runtime.handle(saga, { type: 'Do', key: held, inc: n + 1 }));
+    // All six left their groups: each ran its step a second time, which it does only after leaving (from then on
+    // it writes alone or takes turns, never in a group again). Six transactions waiting alone would hold all five
+    // connections and queue the sixth: no other unit could even read its saga.
+    while ([1, 2, 3, 4, 5, 6].some((inc) => (runs.get(`${held}#${inc}`) ?? 0) < 2)) await drainContinuations();
     const done = await Promise.all(others.map((key) => runtime.handle(saga, { type: 'Do', key, inc: 1 })));
     expect(done.map((result) => result.outcome)).toEqual(['handled', 'handled', 'handled', 'handled']);
     // maxGroups transactions waiting alone, and at most one unit trying its turn with the lock timeout.
@@ -141,7 +143,7 @@ describe('group commit and a row held by another transaction (postgresql)', () =
 
     await release();
     expect((await Promise.all(waiting)).map((result) => result.outcome)).toEqual(Array(6).fill('handled'));
-    expect(await rows.saga(held)).toMatchObject({ counter: 6, version: 6 });
+    expect(await rows.saga(held)).toMatchObject({ counter: 21, version: 6 });
   });
 
   it('in a group of several units, the one waiting for a held row is rolled back to its savepoint; the others commit', async () => {
@@ -252,7 +254,9 @@ describe('group commit and a row held by another transaction (postgresql)', () =
       sagas: [saga],
       clock,
       groupCommit: { maxGroups: 1, lockTimeoutMs: 1 },
-      concurrency: { baseDelayMs: 100, maxDelayMs: 100 },
+      // Pauses of 30-60 s: the real-time bound of a pause (a FakeClock that is never advanced must not hang a
+      // unit) never ends one during this test, only the clock's advance() does.
+      concurrency: { baseDelayMs: 60_000, maxDelayMs: 60_000 },
     });
     const rows = rowsOf(db().orm);
 
@@ -265,17 +269,17 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     while (pauses.length === 0 && (runs.get(held) ?? 0) < 10) await drainContinuations();
     expect(runs.get(held)).toBe(2);
     expect(pauses).toHaveLength(1);
-    expect(pauses[0]).toBeGreaterThanOrEqual(50);
-    expect(pauses[0]).toBeLessThanOrEqual(100);
+    expect(pauses[0]).toBeGreaterThanOrEqual(30_000);
+    expect(pauses[0]).toBeLessThanOrEqual(60_000);
 
     // Its next turn comes when the clock passes the pause; the row is still held, so it pauses again.
-    fake.advance(100);
+    fake.advance(60_000);
     while (pauses.length === 1 && (runs.get(held) ?? 0) < 10) await drainContinuations();
     expect(runs.get(held)).toBe(3);
     expect(pauses).toHaveLength(2);
 
     await release();
-    fake.advance(100);
+    fake.advance(60_000);
     // Turns are neither attempts nor conflicts.
     expect(await unit).toMatchObject({ outcome: 'handled', version: 1, attempts: 1, conflicts: 0 });
     expect(runs.get(held)).toBe(4);
