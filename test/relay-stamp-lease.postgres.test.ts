@@ -66,6 +66,7 @@ describe('outbox relay: a row whose stamp waits stays held (postgresql)', () => 
     const { lock, release } = await locker();
     const published: string[] = [];
     const slow = deferred<void>();
+    const lockHeld = deferred<void>();
     let locked = false;
     const dispatcher = new SagaDispatcher({
       runtime: new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock }),
@@ -79,11 +80,13 @@ describe('outbox relay: a row whose stamp waits stays held (postgresql)', () => 
       publish: async (envelope) => {
         published.push(envelope.id);
         if (envelope.id === third) await slow.promise;
-        // Another transaction takes the row the stamp statement locks first: the statement waits for it.
+        // Another transaction takes the row the stamp statement locks first: the statement waits for it. No
+        // publisher of the batch returns before that lock is held, so no stamp of it can go out first.
         if (!locked) {
           locked = true;
           await lock(first!);
-        }
+          lockHeld.resolve();
+        } else await lockHeld.promise;
       },
     });
     const passes: number[] = [];
@@ -122,8 +125,8 @@ describe('outbox relay: a row whose stamp waits stays held (postgresql)', () => 
       concurrency: 2,
       publish: async (envelope) => {
         published.push(envelope.id);
-        // Another transaction takes a row of the batch: the statement stamping the batch waits for it.
-        if (!locked) {
+        // Another transaction takes `first` before its publisher returns: the statement stamping it waits for it.
+        if (envelope.id === first && !locked) {
           locked = true;
           await lock(first!);
         }
