@@ -9,9 +9,9 @@ import { defineSaga, SagaConcurrencyError, SagaDispatcher, SagaRuntime, type Sag
 import { pgConnectionOptions } from '../src/orm/index.js';
 import { lockTimeoutSql } from '../src/saga/unit-of-work/group-commit.js';
 import { FakeClock } from '../src/testing/index.js';
-import type { Clock } from '../src/time/clock.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations, FlushHold } from './support/flush-hold.js';
+import { lockWaiters, recordingClock, rowLocker } from './support/row-locks.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
@@ -44,13 +44,6 @@ const saga = defineSaga<ScriptedSaga, Msg>({
   },
 });
 
-/** Backends of this database waiting for a lock. */
-async function lockWaiters(orm: MikroORM): Promise<number> {
-  const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
-  const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
-  return row!.n;
-}
-
 describe('group commit and a row held by another transaction (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
   const opened: MikroORM[] = [];
@@ -77,17 +70,9 @@ describe('group commit and a row held by another transaction (postgresql)', () =
    * (`column` is "key" or "id"), `release` rolls it back (once; the test's end does it too).
    */
   async function locker() {
-    const connection = (await another()).em.getConnection();
-    const trx = await connection.begin();
-    let released: Promise<unknown> | undefined;
-    const release = () => {
-      released ??= connection.rollback(trx);
-      return released;
-    };
+    const { lock, release } = await rowLocker(await another(), 'scripted_saga');
     locks.push(release);
-    const lock = (column: 'key' | 'id', value: string) =>
-      connection.execute(`select 1 from "scripted_saga" where "${column}" = ? for update`, [value], 'all', trx);
-    return { lock, release };
+    return { lock: (column: 'key' | 'id', value: string) => lock(column, value), release };
   }
 
   /** Starts sagas, then holds the first one's row locked in a transaction of another connection until released. */
@@ -241,14 +226,7 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     const orm = await another({ debug: ['query'], logger: (line: string) => log.push(line) });
     // The runtime's clock, and every pause it asked of it.
     const fake = new FakeClock();
-    const pauses: number[] = [];
-    const clock: Clock = {
-      now: () => fake.now(),
-      sleep: (ms, signal) => {
-        pauses.push(ms);
-        return fake.sleep(ms, signal);
-      },
-    };
+    const { clock, sleeps: pauses } = recordingClock(fake);
     const runtime = new SagaRuntime({
       em: orm.em,
       sagas: [saga],
@@ -287,6 +265,35 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     await releaseLong();
     expect(await waitingLong).toMatchObject({ outcome: 'handled', version: 1 });
   });
+
+  // A pause between turns waits on the runtime's clock, and never longer than its length in real time: with a
+  // FakeClock that the test does not advance, the unit still commits once its row is free.
+  it('a unit that took turns commits once its row is released, without the test advancing the FakeClock', async () => {
+    const [long, held] = ['long', 'turns'].map((name) => uniqueKey(`fake-turns-${name}`)) as [string, string];
+    const { release: releaseLong } = await heldRow([long, held]);
+    const { lock, release } = await locker();
+    await lock('key', held);
+
+    const log: string[] = [];
+    const orm = await another({ debug: ['query'], logger: (line: string) => log.push(line) });
+    // A FakeClock that is never advanced, seen through a wrapper only to know when the unit paused.
+    const { clock, sleeps: pauses } = recordingClock(new FakeClock());
+    // The documented defaults for concurrency (baseDelayMs 5, maxDelayMs 250).
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [saga], clock, groupCommit: { maxGroups: 1, lockTimeoutMs: 1 } });
+
+    // The unit of `long` waits alone in the only solo slot: the unit of `held` must take turns.
+    const waitingLong = runtime.handle(saga, { type: 'Do', key: long, inc: 1 });
+    while (!log.some((line) => /rollback/i.test(line)) || (await lockWaiters(db().orm)) < 1) await drainContinuations();
+    const unit = runtime.handle(saga, { type: 'Do', key: held, inc: 5 });
+    while (pauses.length === 0) await drainContinuations();
+
+    // The row is free now. A real clock would end the pause within maxDelayMs; the FakeClock never moves here.
+    await release();
+    expect(await unit).toMatchObject({ outcome: 'handled', version: 1, attempts: 1, conflicts: 0 });
+    expect(await rowsOf(db().orm).saga(held)).toMatchObject({ counter: 5, version: 1 });
+    await releaseLong();
+    expect(await waitingLong).toMatchObject({ outcome: 'handled', version: 1 });
+  }, 5_000);
 
   it("a unit taking turns whose wait the connection's own lock_timeout ends gets lock-wait conflicts, up to CONCURRENCY_CONFLICT", async () => {
     const [busy, held] = ['busy', 'own'].map((name) => uniqueKey(`held-ownturn-${name}`)) as [string, string];

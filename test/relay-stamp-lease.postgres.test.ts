@@ -9,6 +9,7 @@ import { SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
+import { rowLocker, lockWaiters as waitingForLocks } from './support/row-locks.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
@@ -37,26 +38,19 @@ describe('outbox relay: a row whose stamp waits stays held (postgresql)', () => 
     return rows.sort((a, b) => c(a.sagaType, b.sagaType) || c(a.sagaId, b.sagaId) || c(a.id, b.id)).map((row) => row.id);
   }
 
+  /** A transaction of another connection that locks outbox rows until released. */
   async function locker() {
     const orm: MikroORM = await db().openAnother();
-    const connection = orm.em.getConnection();
-    const trx = await connection.begin();
-    const release = async () => {
-      await connection.rollback(trx).catch(() => undefined);
+    const { lock, release } = await rowLocker(orm, 'saga_outbox');
+    const releaseAndClose = async () => {
+      await release();
       await orm.close();
     };
-    cleanup.push(release);
-    return {
-      lock: (id: string) => connection.execute('select 1 from "saga_outbox" where "id" = ? for update', [id], 'all', trx),
-      release,
-    };
+    cleanup.push(releaseAndClose);
+    return { lock: (id: string) => lock('id', id), release: releaseAndClose };
   }
 
-  async function lockWaiters(): Promise<number> {
-    const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
-    const [row] = await db().orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
-    return row!.n;
-  }
+  const lockWaiters = () => waitingForLocks(db().orm);
 
   it('does not claim and publish again a row whose stamp is still being written, after its lease time passed', async () => {
     const clock = new FakeClock('2026-01-05T09:00:00.000Z');
