@@ -358,6 +358,81 @@ export async function hydrateRow<T extends object>(em: EntityManager, meta: Enti
   return entity;
 }
 
+/** The events MikroORM's flush fires for an UPDATE of an entity: a listener on any of them needs that flush. */
+const FLUSH_UPDATE_EVENTS = [
+  EventType.beforeFlush,
+  EventType.onFlush,
+  EventType.afterFlush,
+  EventType.beforeUpdate,
+  EventType.afterUpdate,
+] as const;
+
+/** One column of a row UPDATE and the value to bind for it. */
+export interface ColumnValue {
+  /** Quoted for the platform. */
+  readonly column: string;
+  readonly value: unknown;
+}
+
+/**
+ * The columns MikroORM's flush would write to update `entity`, a managed entity of `em` (read from its row and
+ * changed in place), with the values its flush would bind: the change set's payload, which MikroORM has already
+ * converted to database values (custom types included; Dates as the platform stores them). Undefined when only
+ * MikroORM's own flush writes what it should: a hook or subscriber listens to the flush or the update, `em` holds
+ * any other change, the entity is part of an inheritance tree or uses MikroORM's own `version` or other
+ * concurrency columns, or a changed property is not one plain column with a plain value (a relation, embeddable,
+ * formula, JSON value, a type written through SQL of its own, a raw SQL fragment).
+ */
+export function plainRowUpdate(em: EntityManager, meta: EntityMetadata, entity: object): ColumnValue[] | undefined {
+  const events = em.getEventManager();
+  if (FLUSH_UPDATE_EVENTS.some((event) => events.hasListeners(event, meta))) return undefined;
+  const concurrency = [...(meta.concurrencyCheckKeys ?? [])];
+  if (meta.versionProperty || meta.discriminatorColumn || concurrency.some((key) => key !== 'version')) return undefined;
+  const uow = em.getUnitOfWork();
+  uow.computeChangeSets();
+  const changeSets = uow.getChangeSets();
+  const [changeSet] = changeSets;
+  if (changeSets.length !== 1 || changeSet!.entity !== entity || changeSet!.type !== 'update') return undefined;
+  const columns: ColumnValue[] = [];
+  for (const [name, value] of Object.entries(changeSet!.payload as Record<string, unknown>)) {
+    const property = meta.properties[name as never] as EntityProperty | undefined;
+    if (!property || !isPlainColumn(property) || !isPlainValue(value)) return undefined;
+    columns.push({ column: quoteName(em, property.fieldNames[0]!), value });
+  }
+  return columns.length > 0 ? columns : undefined;
+}
+
+/**
+ * Records `entity` as written in `em`'s unit of work after its {@link plainRowUpdate} was written by other means:
+ * its current values become what the next flush compares against, so committing `em` (which flushes it first)
+ * writes nothing more.
+ */
+export function markWritten(em: EntityManager, entity: object): void {
+  em.getUnitOfWork().merge(entity);
+}
+
+/** A property stored as one column whose value MikroORM binds as it is. */
+function isPlainColumn(property: EntityProperty): boolean {
+  const type = String((property as { type?: unknown }).type ?? '').toLowerCase();
+  const custom = property.customType as { convertToDatabaseValueSQL?: unknown; constructor?: { name?: string } } | undefined;
+  return (
+    property.kind === ReferenceKind.SCALAR &&
+    property.fieldNames?.length === 1 &&
+    !property.formula &&
+    property.persist !== false &&
+    !property.embedded &&
+    !property.object &&
+    !type.includes('json') &&
+    custom?.constructor?.name !== 'JsonType' &&
+    typeof custom?.convertToDatabaseValueSQL !== 'function'
+  );
+}
+
+/** A value bound as it is: a string, number, boolean, bigint, Date or null (not an object, array or raw SQL). */
+function isPlainValue(value: unknown): boolean {
+  return value === null || value instanceof Date || ['string', 'number', 'boolean', 'bigint'].includes(typeof value);
+}
+
 /** `name` quoted for the platform (backticks on SQLite, double quotes on PostgreSQL). */
 export function quoteName(em: EntityManager, name: string): string {
   return em.getPlatform().quoteIdentifier(name);

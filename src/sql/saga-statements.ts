@@ -1,5 +1,5 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
-import { columnOf, runStatement, tableOf } from '../orm/compat.js';
+import { type ColumnValue, columnOf, runStatement, tableOf } from '../orm/compat.js';
 
 /**
  * Confirms, inside the caller's transaction, that the saga row still has the version the step decided
@@ -13,4 +13,25 @@ export async function guardSagaVersion(em: EntityManager, meta: EntityMetadata, 
   const column = columnOf(em, meta, 'version');
   const affected = await runStatement(em, `update ${table} set ${column} = ${column} where ${id} = ? and ${column} = ?`, [sagaId, version]);
   return affected === 1;
+}
+
+/**
+ * Writes the changed columns of a saga row (see `plainRowUpdate`) in one UPDATE guarded by the version the unit
+ * of work read, inside the caller's transaction: what MikroORM's flush sends for the entity, without building it
+ * through MikroORM's query builder.
+ * @returns false when another unit of work changed the row first.
+ */
+export async function updateSagaRow(
+  em: EntityManager,
+  meta: EntityMetadata,
+  sagaId: string,
+  loadedVersion: number,
+  columns: readonly ColumnValue[],
+): Promise<boolean> {
+  const table = tableOf(em, meta);
+  const id = columnOf(em, meta, meta.primaryKeys[0]!);
+  const version = columnOf(em, meta, 'version');
+  const assignments = columns.map(({ column }) => `${column} = ?`).join(', ');
+  const params = [...columns.map(({ value }) => value), sagaId, loadedVersion];
+  return (await runStatement(em, `update ${table} set ${assignments} where ${id} = ? and ${version} = ?`, params)) === 1;
 }

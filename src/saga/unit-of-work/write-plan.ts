@@ -1,10 +1,10 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { dialectOf } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
-import { beginUnit, commitUnit, rollbackUnit } from '../../orm/compat.js';
+import { beginUnit, commitUnit, markWritten, plainRowUpdate, rollbackUnit } from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
-import { guardSagaVersion } from '../../sql/saga-statements.js';
+import { guardSagaVersion, updateSagaRow } from '../../sql/saga-statements.js';
 import {
   deleteAllPendingTimers,
   deletePendingTimers,
@@ -200,7 +200,15 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
           verifyUnchanged?.();
           state!.version = row.version;
           state!.updatedAt = row.updatedAt;
-          await em.flush();
+          // The change set as plain columns, written with one UPDATE of our own; MikroORM's flush when a hook,
+          // a subscriber or a column needs it. Either way the row is guarded by the version read.
+          const columns = plainRowUpdate(em, meta, state!);
+          if (!columns) {
+            await em.flush();
+            return 0;
+          }
+          if (!(await updateSagaRow(em, meta, plan.sagaId, row.loadedVersion, columns))) throw new VersionConflict();
+          markWritten(em, state!);
           return 0;
         },
       };
