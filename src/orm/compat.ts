@@ -388,6 +388,9 @@ export function plainRowUpdate(em: EntityManager, meta: EntityMetadata, entity: 
   if (FLUSH_UPDATE_EVENTS.some((event) => events.hasListeners(event, meta))) return undefined;
   const concurrency = [...(meta.concurrencyCheckKeys ?? [])];
   if (meta.versionProperty || meta.discriminatorColumn || concurrency.some((key) => key !== 'version')) return undefined;
+  // Computing the change set runs `onUpdate` callbacks (they assign the entity); were the flush to write the row
+  // after all, its own computation would run them once more than MikroORM's flush alone does.
+  if (hasOnUpdate(meta)) return undefined;
   const uow = em.getUnitOfWork();
   uow.computeChangeSets();
   const changeSets = uow.getChangeSets();
@@ -409,6 +412,15 @@ export function plainRowUpdate(em: EntityManager, meta: EntityMetadata, entity: 
  */
 export function markWritten(em: EntityManager, entity: object): void {
   em.getUnitOfWork().merge(entity);
+}
+
+/** Whether a property of `meta`, or of an embeddable it embeds, has an `onUpdate` callback. */
+function hasOnUpdate(meta: EntityMetadata, seen = new Set<EntityMetadata>()): boolean {
+  if (seen.has(meta)) return false;
+  seen.add(meta);
+  return Object.values(meta.properties as Record<string, EntityProperty>).some(
+    (p) => typeof p.onUpdate === 'function' || (p.kind === ReferenceKind.EMBEDDED && !!p.targetMeta && hasOnUpdate(p.targetMeta, seen)),
+  );
 }
 
 /** A property stored as one column whose value MikroORM binds as it is. */
