@@ -367,6 +367,9 @@ const FLUSH_UPDATE_EVENTS = [
   EventType.afterUpdate,
 ] as const;
 
+/** The flush's own events, dispatched without an entity. */
+const FLUSH_EVENTS = [EventType.beforeFlush, EventType.onFlush, EventType.afterFlush] as const;
+
 /** One column of a row UPDATE and the value to bind for it. */
 export interface ColumnValue {
   /** Quoted for the platform. */
@@ -386,6 +389,10 @@ export interface ColumnValue {
 export function plainRowUpdate(em: EntityManager, meta: EntityMetadata, entity: object): ColumnValue[] | undefined {
   const events = em.getEventManager();
   if (FLUSH_UPDATE_EVENTS.some((event) => events.hasListeners(event, meta))) return undefined;
+  // A flush event has no entity: MikroORM's flush calls it on every subscriber that has it, whatever entities
+  // the subscriber names (hasListeners counts only those of `meta` or of every entity).
+  const subscribers = [...events.getSubscribers()] as Record<string, unknown>[];
+  if (subscribers.some((s) => FLUSH_EVENTS.some((event) => typeof s[event] === 'function'))) return undefined;
   const concurrency = [...(meta.concurrencyCheckKeys ?? [])];
   if (meta.versionProperty || meta.discriminatorColumn || concurrency.some((key) => key !== 'version')) return undefined;
   // Computing the change set runs `onUpdate` callbacks (they assign the entity); were the flush to write the row
