@@ -56,7 +56,7 @@ class LedgerFlushes implements EventSubscriber<Ledger> {
     return [Ledger];
   }
   async onFlush(args: FlushEventArgs): Promise<void> {
-    for (const cs of args.uow.getChangeSets()) this.seen.push(`${cs.type} ${cs.name}`);
+    for (const cs of args.uow.getChangeSets()) this.seen.push(`${cs.type} ${cs.meta.className}`);
   }
 }
 
