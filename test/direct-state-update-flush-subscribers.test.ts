@@ -14,7 +14,7 @@ class Ledger {
 }
 const LedgerSchema = new EntitySchema<Ledger>({
   class: Ledger,
-  tableName: 'break5_ledger',
+  tableName: 'flush_watch_ledger',
   properties: { id: { type: 'integer', primary: true } },
 });
 
