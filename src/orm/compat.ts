@@ -395,6 +395,9 @@ export function plainRowUpdate(em: EntityManager, meta: EntityMetadata, entity: 
   if (subscribers.some((s) => FLUSH_EVENTS.some((event) => typeof s[event] === 'function'))) return undefined;
   const concurrency = [...(meta.concurrencyCheckKeys ?? [])];
   if (meta.versionProperty || meta.discriminatorColumn || concurrency.some((key) => key !== 'version')) return undefined;
+  // Table-per-type inheritance (MikroORM 7) spreads the row over the tables of the entity and its parents: a
+  // change set's payload mixes their columns, and only MikroORM's flush splits them by table.
+  if (usesTablePerType(meta)) return undefined;
   // Computing the change set runs `onUpdate` callbacks (they assign the entity); were the flush to write the row
   // after all, its own computation would run them once more than MikroORM's flush alone does.
   if (hasOnUpdate(meta)) return undefined;
@@ -419,6 +422,13 @@ export function plainRowUpdate(em: EntityManager, meta: EntityMetadata, entity: 
  */
 export function markWritten(em: EntityManager, entity: object): void {
   em.getUnitOfWork().merge(entity);
+}
+
+/** Whether `meta` is part of a table-per-type inheritance tree (MikroORM 7's `inheritance: 'tpt'`). */
+function usesTablePerType(meta: EntityMetadata): boolean {
+  const tpt = (m: EntityMetadata | undefined) => (m as { inheritanceType?: string } | undefined)?.inheritanceType === 'tpt';
+  const parent = (meta as { tptParent?: EntityMetadata }).tptParent;
+  return tpt(meta) || tpt(meta.root) || parent !== undefined;
 }
 
 /** Whether a property of `meta`, or of an embeddable it embeds, has an `onUpdate` callback. */

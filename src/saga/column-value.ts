@@ -56,6 +56,9 @@ export function acceptedBy(property: EntityProperty, textLength: number | undefi
       if (type === 'uuid' || type === 'uuidtype') return { kind: 'uuid' };
       if (type === 'decimal' || type === 'decimaltype') return undefined;
       if (type === 'bigint' || type === 'biginttype') return { kind: 'bigintText' };
+      // A `date` or `time` column holds its value as text ('2026-03-04', '13:45:10') but is no varchar: its
+      // `length` (0 for `date` on PostgreSQL, the precision for `time`) is no limit on characters.
+      if (TEMPORAL_TEXT_TYPES.has(type)) return undefined;
       return {
         kind: 'string',
         maxLength: property.length ?? (TEXT_TYPES.has(type) ? textLength : DEFAULT_VARCHAR_LENGTH),
@@ -78,6 +81,9 @@ export function isFloat(property: EntityProperty): boolean {
   const columnType = property.columnTypes?.[0]?.toLowerCase();
   return FLOAT_TYPES.has(String(property.type).toLowerCase()) || (columnType !== undefined && FLOAT_TYPES.has(columnType));
 }
+
+/** MikroORM's types of a date or time of day held as a string. */
+const TEMPORAL_TEXT_TYPES = new Set(['date', 'datetype', 'time', 'timetype']);
 
 const FIXED_LENGTH_TYPES = new Set(['char', 'character', 'chartype', 'charactertype', 'bpchar']);
 const FIXED_LENGTH_COLUMN = /^(n?char|character|bpchar)\s*(\(\s*\d+\s*\))?$/i;
