@@ -358,16 +358,13 @@ export async function hydrateRow<T extends object>(em: EntityManager, meta: Enti
   return entity;
 }
 
-/** The events MikroORM's flush fires for an UPDATE of an entity: a listener on any of them needs that flush. */
-const FLUSH_UPDATE_EVENTS = [
-  EventType.beforeFlush,
-  EventType.onFlush,
-  EventType.afterFlush,
-  EventType.beforeUpdate,
-  EventType.afterUpdate,
-] as const;
+/** The events of an entity's UPDATE: a hook or subscriber listening to one of them needs MikroORM's flush. */
+const UPDATE_EVENTS = [EventType.beforeUpdate, EventType.afterUpdate] as const;
 
-/** The flush's own events, dispatched without an entity. */
+/**
+ * The flush's own events. They have no entity: MikroORM's flush calls them on every subscriber that has them,
+ * whatever entities the subscriber names (`hasListeners` would count only those of one entity or of every entity).
+ */
 const FLUSH_EVENTS = [EventType.beforeFlush, EventType.onFlush, EventType.afterFlush] as const;
 
 /** One column of a row UPDATE and the value to bind for it. */
@@ -387,20 +384,11 @@ export interface ColumnValue {
  * formula, JSON value, a type written through SQL of its own, a raw SQL fragment).
  */
 export function plainRowUpdate(em: EntityManager, meta: EntityMetadata, entity: object): ColumnValue[] | undefined {
+  if (!mappedForPlainUpdates(meta)) return undefined;
   const events = em.getEventManager();
-  if (FLUSH_UPDATE_EVENTS.some((event) => events.hasListeners(event, meta))) return undefined;
-  // A flush event has no entity: MikroORM's flush calls it on every subscriber that has it, whatever entities
-  // the subscriber names (hasListeners counts only those of `meta` or of every entity).
+  if (UPDATE_EVENTS.some((event) => events.hasListeners(event, meta))) return undefined;
   const subscribers = [...events.getSubscribers()] as Record<string, unknown>[];
   if (subscribers.some((s) => FLUSH_EVENTS.some((event) => typeof s[event] === 'function'))) return undefined;
-  const concurrency = [...(meta.concurrencyCheckKeys ?? [])];
-  if (meta.versionProperty || meta.discriminatorColumn || concurrency.some((key) => key !== 'version')) return undefined;
-  // Table-per-type inheritance (MikroORM 7) spreads the row over the tables of the entity and its parents: a
-  // change set's payload mixes their columns, and only MikroORM's flush splits them by table.
-  if (usesTablePerType(meta)) return undefined;
-  // Computing the change set runs `onUpdate` callbacks (they assign the entity); were the flush to write the row
-  // after all, its own computation would run them once more than MikroORM's flush alone does.
-  if (hasOnUpdate(meta)) return undefined;
   const uow = em.getUnitOfWork();
   uow.computeChangeSets();
   const changeSets = uow.getChangeSets();
@@ -424,11 +412,34 @@ export function markWritten(em: EntityManager, entity: object): void {
   em.getUnitOfWork().merge(entity);
 }
 
+/** {@link mappedForPlainUpdates} of each entity: its metadata does not change once MikroORM is initialised. */
+const plainMappings = new WeakMap<EntityMetadata, boolean>();
+
+/**
+ * Whether `meta`'s mapping lets {@link plainRowUpdate} write its rows: not MikroORM's own `version` property nor
+ * other concurrency-check columns, no inheritance (a discriminator column, or MikroORM 7's table-per-type, whose
+ * change set spans the tables of the entity and its parents), and no `onUpdate` callback (computing the change set
+ * runs it; were MikroORM's flush to write the row after all, its own computation would run it once more).
+ */
+function mappedForPlainUpdates(meta: EntityMetadata): boolean {
+  let plain = plainMappings.get(meta);
+  if (plain === undefined) {
+    const concurrency = [...(meta.concurrencyCheckKeys ?? [])];
+    plain =
+      !meta.versionProperty &&
+      !meta.discriminatorColumn &&
+      concurrency.every((key) => key === 'version') &&
+      !usesTablePerType(meta) &&
+      !hasOnUpdate(meta);
+    plainMappings.set(meta, plain);
+  }
+  return plain;
+}
+
 /** Whether `meta` is part of a table-per-type inheritance tree (MikroORM 7's `inheritance: 'tpt'`). */
 function usesTablePerType(meta: EntityMetadata): boolean {
   const tpt = (m: EntityMetadata | undefined) => (m as { inheritanceType?: string } | undefined)?.inheritanceType === 'tpt';
-  const parent = (meta as { tptParent?: EntityMetadata }).tptParent;
-  return tpt(meta) || tpt(meta.root) || parent !== undefined;
+  return tpt(meta) || tpt(meta.root) || (meta as { tptParent?: EntityMetadata }).tptParent !== undefined;
 }
 
 /** Whether a property of `meta`, or of an embeddable it embeds, has an `onUpdate` callback. */
