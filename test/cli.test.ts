@@ -1,5 +1,6 @@
-// The operator CLI as a subprocess against both databases: it finds the app's config and sagas, prints tables
-// or JSON, exits 0/1/2/3, and writes only with --yes (or a confirmation on a terminal).
+// The operator CLI against every database: it finds the app's config and sagas, prints tables or JSON, exits
+// 0/1/2/3, and writes only with --yes (or a confirmation on a terminal). The commands run in this process through
+// runCli; one test per database runs the real binary (src/cli/main.ts) as a subprocess.
 import { randomUUID } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,7 +10,7 @@ import { terminalText } from '../src/cli/terminal-text.js';
 import { type SagaOutbox, SagaRuntime } from '../src/index.js';
 import { NumberedSaga, numberedSaga } from './fixtures/numbered-saga.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
-import { type CliRun, cliApp, cliDatabaseEnv, FIXTURE_FLAGS, runCliProcess } from './support/cli-process.js';
+import { type CliRun, cliApp, cliDatabaseEnv, FIXTURE_FLAGS, runCliInProcess } from './support/cli-process.js';
 import { DIALECTS } from './support/databases.js';
 import { seedOperatorDay } from './support/operator-day.js';
 import { rowsOf } from './support/rows.js';
@@ -93,10 +94,12 @@ describe('the CLI without a database', () => {
 });
 
 for (const dialect of DIALECTS) {
-  describe(`the CLI as a subprocess (${dialect})`, () => {
+  describe(`the CLI on ${dialect}`, () => {
     const db = useDatabase(dialect, [ScriptedSaga, NumberedSaga]);
     const app = cliApp(db);
-    const cli = app.cli;
+    // In this process through runCli, from the app folder: its package.json names the sagas; MikroORM reads
+    // package.json `mikro-orm.configPaths` from the process's working directory, so the real binary proves that.
+    const cli = app.cliInProcess;
     const json = async (...args: string[]) => {
       const run = await cli(...args, '--json');
       expect(run.code, run.stderr).toBe(0);
@@ -110,13 +113,23 @@ for (const dialect of DIALECTS) {
     });
     afterAll(() => app.remove());
 
-    it('lists and counts sagas, with the config and sagas from package.json; --config and --sagas do the same', async () => {
+    it('as a real process, finds the config and sagas from package.json, prints on stdout and stderr and exits with the code', async () => {
+      const [active, refused] = await Promise.all([
+        app.cli('sagas', 'list', '--status', 'active', '--json'),
+        app.cli('timers', 'requeue', randomUUID()),
+      ]);
+      expect(active.code, active.stderr).toBe(0);
+      expect(JSON.parse(active.stdout).items.map((s: { correlation: string }) => s.correlation)).toEqual(['order-1042', 'order-1041']);
+      expect(refused).toMatchObject({ code: 2, stdout: '', stderr: expect.stringContaining('--yes') });
+    });
+
+    it('lists and counts sagas, with the sagas from package.json; --config and --sagas do the same', async () => {
       const active = await json('sagas', 'list', '--status', 'active');
       expect(active.items.map((s: { correlation: string }) => s.correlation)).toEqual(['order-1042', 'order-1041']);
       expect(active.nextCursor).toBeNull();
       const count = await cli('sagas', 'count');
       expect(count.stdout).toMatch(/^TYPE\s+ACTIVE\nscripted\s+2\n$/);
-      const elsewhere = await runCliProcess(['sagas', 'list', '--limit', '1', '--json', ...FIXTURE_FLAGS], root, cliDatabaseEnv(db()));
+      const elsewhere = await runCliInProcess(['sagas', 'list', '--limit', '1', '--json', ...FIXTURE_FLAGS], root, cliDatabaseEnv(db()));
       const page = JSON.parse(elsewhere.stdout);
       expect(page.items).toHaveLength(1);
       expect(page.nextCursor).toEqual(expect.any(String));
