@@ -16,6 +16,7 @@ import { ScriptedSaga } from '../test/fixtures/scripted-saga.js';
 import { type ChildLine, seedDueTimers, seedingRuntime, startChild } from '../test/support/child-dispatchers.js';
 import { connectionOptions } from '../test/support/databases.js';
 import { removeSqliteFile } from './bench-database.js';
+import { runTogether } from './child-processes.js';
 import { compare, type FigureResult, interleave } from './figure-stats.js';
 
 const PER_SAGA = Number(process.env.BENCH_PER_SAGA ?? 10);
@@ -83,6 +84,25 @@ async function timedDrain(file: string, journal: Journal, processes: number, tim
   return timers / run.seconds;
 }
 
+/**
+ * The raw-SQL baseline: `processes` copies of `bench/sqlite-raw-drain.ts` (node-sqlite3, hand-written claim and
+ * batch transaction, no library) drain a file prepared as for the dispatchers; logs the run.
+ */
+async function timedRawDrain(file: string, journal: Journal, processes: number, timers: number, log: (line: string) => void) {
+  await prepare(file, journal, timers);
+  const batch = String(DISPATCHER.batchSize ?? 20);
+  const { seconds, done } = await runTogether(
+    'bench/sqlite-raw-drain.ts',
+    Array.from({ length: processes }, () => [file, batch]),
+  );
+  const fired = done.reduce((sum, d) => sum + Number(d.fired), 0);
+  if (fired !== timers) throw new Error(`raw: ${processes} process(es) fired ${fired} of ${timers} timers`);
+  log(
+    `  sqlite ${journal}, raw SQL, ${processes} process(es): ${seconds.toFixed(1)} s, claimed ${done.map((d) => d.claimed).join(' + ')}, busy ${done.reduce((sum, d) => sum + Number(d.failedPasses), 0)}`,
+  );
+  return timers / seconds;
+}
+
 export async function sqliteProcessFigures(reps: number, timers: number, log: (line: string) => void = () => {}): Promise<FigureResult[]> {
   const file = join(tmpdir(), `saga-bench-processes-${process.pid}.sqlite`);
   const figures: FigureResult[] = [];
@@ -91,9 +111,15 @@ export async function sqliteProcessFigures(reps: number, timers: number, log: (l
       const samples = await interleave(reps, {
         three: () => timedDrain(file, journal, 3, timers, log),
         one: () => timedDrain(file, journal, 1, timers, log),
+        rawThree: () => timedRawDrain(file, journal, 3, timers, log),
+        rawOne: () => timedRawDrain(file, journal, 1, timers, log),
       });
-      const name = `SQLite dispatcher, ${timers} due timers, 3 processes vs 1 (${journal === 'wal' ? 'WAL' : 'rollback journal'})`;
+      const mode = journal === 'wal' ? 'WAL' : 'rollback journal';
+      const name = `SQLite dispatcher, ${timers} due timers, 3 processes vs 1 (${mode})`;
       figures.push(compare(name, 'timers/s', samples.three, { name: 'ours, 1 process', samples: samples.one }, 1));
+      // The same question asked of hand-written SQL, in the same run: what SQLite's one write lock allows here.
+      const raw = `SQLite, hand-written SQL (no library), ${timers} due timers, 3 processes vs 1 (${mode})`;
+      figures.push(compare(raw, 'timers/s', samples.rawThree, { name: 'raw SQL, 1 process', samples: samples.rawOne }, 1));
     }
   } finally {
     removeSqliteFile(file);
