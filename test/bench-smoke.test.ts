@@ -41,7 +41,7 @@ it('the short benchmark runs every figure with its baseline and writes one resul
     const report = JSON.parse(await readFile(out, 'utf8')) as { short: boolean; figures: Record<string, unknown>[] };
     expect(report.short).toBe(true);
     const names = report.figures.map((f) => `${f.name} / ${(f.baseline as { name: string }).name}`);
-    const total = onSix ? 14 + BOTH_MAJORS.length + SIX_ONLY.length : 14;
+    const total = onSix ? 16 + BOTH_MAJORS.length + SIX_ONLY.length : 16;
     expect(names).toHaveLength(total);
     for (const wanted of [
       /^outbox relay, \d+ rows, no-op publisher, 1 process .* \/ raw batch claim/,
@@ -53,6 +53,8 @@ it('the short benchmark runs every figure with its baseline and writes one resul
       ...(onSix ? SIX_ONLY : []),
       /^SQLite dispatcher, .*3 processes vs 1 \(rollback journal\) \/ ours, 1 process$/,
       /^SQLite dispatcher, .*3 processes vs 1 \(WAL\) \/ ours, 1 process$/,
+      /^SQLite, hand-written SQL .*3 processes vs 1 \(rollback journal\) \/ raw SQL, 1 process$/,
+      /^SQLite, hand-written SQL .*3 processes vs 1 \(WAL\) \/ raw SQL, 1 process$/,
     ]) {
       expect(
         names.filter((name) => wanted.test(name)),

@@ -358,6 +358,75 @@ export async function hydrateRow<T extends object>(em: EntityManager, meta: Enti
   return entity;
 }
 
+/** {@link rowReadSql} of each entity and property: metadata does not change once MikroORM is initialised. */
+const rowReads = new WeakMap<EntityMetadata, Map<string, string | null>>();
+
+/**
+ * The SELECT that reads the one row of `meta` whose `property` equals a value, as `em.findOne` reads it, for
+ * {@link readRowBy}; undefined when only `em.findOne` reads such rows as it does. `em.findOne` selects `*` and maps
+ * the row through the driver when every property of the entity is a plain scalar column: the SELECT is the same
+ * then, built once per entity and property instead of by MikroORM's QueryBuilder on every read. Any other
+ * mapping is left to `em.findOne`: a relation or embeddable (joins, auto-joined one-to-one owners), a formula, a
+ * lazy property, a type read through SQL of its own (`convertToJSValueSQL`), inheritance (a discriminator
+ * condition, MikroORM 7's table-per-type joins), a virtual entity; and filters, which {@link readsRowsDirectly}
+ * checks on every read.
+ */
+export function rowReadSql(em: EntityManager, meta: EntityMetadata, property: string): string | undefined {
+  const byProperty = rowReads.get(meta) ?? new Map<string, string | null>();
+  rowReads.set(meta, byProperty);
+  let sql = byProperty.get(property);
+  if (sql === undefined) {
+    const props = Object.values(meta.properties as Record<string, EntityProperty>);
+    const plain =
+      !meta.virtual &&
+      !meta.discriminatorColumn &&
+      !meta.root?.discriminatorColumn &&
+      !usesTablePerType(meta) &&
+      meta.primaryKeys.length === 1 &&
+      props.every(
+        (p) =>
+          p.kind === ReferenceKind.SCALAR &&
+          !p.lazy &&
+          !p.formula &&
+          !p.embedded &&
+          !p.object &&
+          // MikroORM's flag: a type whose SQL conversion is empty on this platform (JSON here) is read as a column.
+          !p.hasConvertToJSValueSQL,
+      ) &&
+      meta.properties[property as never]?.fieldNames?.length === 1;
+    sql = plain ? `select * from ${tableOf(em, meta)} where ${columnOf(em, meta, property)} = ? limit 1` : null;
+    byProperty.set(property, sql);
+  }
+  return sql ?? undefined;
+}
+
+/**
+ * Reads the row of `meta` whose `property` equals `value` with `sql` (from {@link rowReadSql}), on `em` (in its
+ * transaction when it has one): the value converted for the query as MikroORM converts a condition's value (its
+ * type's `convertToDatabaseValue`), the row mapped by the driver as `em.findOne` maps it, ready for
+ * {@link hydrateRow}. Null when there is no such row. Check {@link readsRowsDirectly} first.
+ */
+export async function readRowBy(
+  em: EntityManager,
+  meta: EntityMetadata,
+  sql: string,
+  property: string,
+  value: unknown,
+): Promise<EntityData<object> | null> {
+  const prop = meta.properties[property as never] as EntityProperty;
+  const bound = prop.customType
+    ? prop.customType.convertToDatabaseValue(value, em.getPlatform(), { fromQuery: true, key: prop.name, mode: 'query' } as never)
+    : value;
+  // MikroORM 6's QueryBuilder creates the connection's knex client, which marks a SQLite connection connected; a
+  // raw statement first would run its connect() instead, which creates the database file's directory. Opened the
+  // QueryBuilder's way, a file that cannot be opened fails this read as it fails em.findOne (test/persistence-failures).
+  if (ORM_MAJOR === 6) (em.getConnection() as unknown as { getKnex(): unknown }).getKnex();
+  const row = await executeSql<Record<string, unknown> | undefined>(em, sql, [bound], 'get');
+  if (!row) return null;
+  const driver = em.getDriver() as unknown as { mapResult(result: object, meta: EntityMetadata): EntityData<object> | null };
+  return driver.mapResult(row, meta);
+}
+
 /** The events of an entity's UPDATE: a hook or subscriber listening to one of them needs MikroORM's flush. */
 const UPDATE_EVENTS = [EventType.beforeUpdate, EventType.afterUpdate] as const;
 

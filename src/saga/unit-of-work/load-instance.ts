@@ -1,6 +1,6 @@
 import type { EntityData, EntityManager } from '@mikro-orm/core';
 import type { SagaState } from '../../entities/saga-state.js';
-import { hydrateRow } from '../../orm/compat.js';
+import { hydrateRow, readRowBy, readsRowsDirectly, rowReadSql } from '../../orm/compat.js';
 import type { SagaMessage } from '../define-saga.js';
 import { IGNORE_REASONS, type IgnoreReason } from '../handle-result.js';
 import { type HandleTarget, type RegisteredSaga, readStep } from '../registered-saga.js';
@@ -35,7 +35,7 @@ export interface IgnoredMessage {
  * saga id) and decides whether a step runs. A start message without an instance creates one in `em`
  * (inserted by the write phase); anything else without an instance, and a completed instance the
  * definition does not handle `message.type` for, is ignored. Reads one row (or takes `preloaded`, the instance's
- * row read ahead with its timer batch's, hydrated into `em` as `em.findOne` would); writes nothing.
+ * row read ahead with its timer batch's), hydrated into `em` as `em.findOne` would; writes nothing.
  */
 export async function loadInstance(
   em: EntityManager,
@@ -46,10 +46,8 @@ export async function loadInstance(
   preloaded?: EntityData<object>,
 ): Promise<LoadedInstance | IgnoredMessage> {
   const { definition } = saga;
-  const where = target.kind === 'timer' ? { id: target.timer.sagaId } : { [definition.correlationProperty]: target.value };
-  const found = preloaded
-    ? await hydrateRow<SagaState>(em, saga.meta, preloaded)
-    : ((await em.findOne(definition.state, where as never)) as SagaState | null);
+  const [property, value] = target.kind === 'timer' ? ['id', target.timer.sagaId] : [definition.correlationProperty, target.value];
+  const found = preloaded ? await hydrateRow<SagaState>(em, saga.meta, preloaded) : await readInstance(em, saga, property, value);
   if (found) {
     if (found.completedAt && !definition.handlesCompleted(message.type)) {
       return { kind: 'ignored', reason: IGNORE_REASONS.COMPLETED, state: found };
@@ -66,6 +64,19 @@ export async function loadInstance(
     version: 0,
   } as never) as SagaState;
   return loaded(created, true, definition.stepProperty);
+}
+
+/**
+ * The instance whose `property` is `value`, managed by `em`, or null: read with the saga's own SELECT when its
+ * mapping lets that read what `em.findOne` reads (no QueryBuilder per message), else by `em.findOne`.
+ */
+async function readInstance(em: EntityManager, saga: RegisteredSaga, property: string, value: unknown): Promise<SagaState | null> {
+  const sql = rowReadSql(em, saga.meta, property);
+  if (sql && (await readsRowsDirectly(em, saga.meta))) {
+    const row = await readRowBy(em, saga.meta, sql, property, value);
+    return row ? hydrateRow<SagaState>(em, saga.meta, row) : null;
+  }
+  return (await em.findOne(saga.definition.state, { [property]: value } as never)) as SagaState | null;
 }
 
 function loaded(state: SagaState, isNew: boolean, stepProperty: string | undefined): LoadedInstance {
