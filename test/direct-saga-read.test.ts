@@ -159,7 +159,10 @@ const wideSaga = defineSaga<WideReadSaga, WideMessage>({
   },
 });
 
-const numberedSaga = defineSaga<NumberedReadSaga, { readonly type: 'Start' | 'Inc'; readonly serial: string }>({
+const numberedSaga = defineSaga<
+  NumberedReadSaga,
+  { readonly type: 'Start'; readonly serial: string } | { readonly type: 'Inc'; readonly serial: string }
+>({
   name: 'numbered-read',
   state: NumberedReadSaga,
   correlation: { property: 'serial', from: { Start: (m) => BigInt(m.serial), Inc: (m) => BigInt(m.serial) } },
@@ -173,7 +176,10 @@ const numberedSaga = defineSaga<NumberedReadSaga, { readonly type: 'Start' | 'In
 });
 
 /** Each step records the formula's value as the step saw it: em.findOne computes it, a plain SELECT * would not. */
-const formulaSaga = defineSaga<FormulaReadSaga, { readonly type: 'Start' | 'Inc'; readonly key: string }>({
+const formulaSaga = defineSaga<
+  FormulaReadSaga,
+  { readonly type: 'Start'; readonly key: string } | { readonly type: 'Inc'; readonly key: string }
+>({
   name: 'formula-read',
   state: FormulaReadSaga,
   correlation: { property: 'key', from: { Start: (m) => m.key, Inc: (m) => m.key } },
@@ -187,7 +193,10 @@ const formulaSaga = defineSaga<FormulaReadSaga, { readonly type: 'Start' | 'Inc'
   },
 });
 
-const lowerSaga = defineSaga<LowerReadSaga, { readonly type: 'Start' | 'Copy'; readonly key: string }>({
+const lowerSaga = defineSaga<
+  LowerReadSaga,
+  { readonly type: 'Start'; readonly key: string } | { readonly type: 'Copy'; readonly key: string }
+>({
   name: 'lower-read',
   state: LowerReadSaga,
   correlation: { property: 'key', from: { Start: (m) => m.key, Copy: (m) => m.key } },
