@@ -315,11 +315,13 @@ function entityNameOf(meta: EntityMetadata): never {
  * driver does none of that), and the entity is not virtual. Filters include those registered on `em` itself
  * (`em.addFilter`, copied to its forks): MikroORM keeps them private, so `em.applyFilters` is asked whether any
  * filter would change an empty condition (a filter that cannot be evaluated without its parameters counts too).
+ * Nor may `em.findOne` pick the schema ({@link readsAnotherSchema}) or read from a replica ({@link readsFromReplica}).
  */
 export async function readsRowsDirectly(em: EntityManager, meta: EntityMetadata): Promise<boolean> {
   const global = (em.config.get('filters') ?? {}) as Record<string, unknown>;
   const properties = Object.values(meta.properties as Record<string, EntityProperty>);
   const eager = properties.some((p) => p.eager === true);
+  if (readsAnotherSchema(em, meta) || readsFromReplica(em)) return false;
   if (meta.virtual || eager || Object.keys(meta.filters ?? {}).length > 0 || Object.keys(global).length > 0) return false;
   const toOne = properties.filter((p) => (p.kind === 'm:1' || p.kind === '1:1') && p.targetMeta).map((p) => p.targetMeta!);
   if (toOne.some((target) => Object.keys(target.filters ?? {}).length > 0)) return false;
@@ -332,6 +334,25 @@ export async function readsRowsDirectly(em: EntityManager, meta: EntityMetadata)
         () => true,
       );
   return !(await Promise.all([meta, ...toOne].map(filtered))).some(Boolean);
+}
+
+/**
+ * Whether `em.findOne` would read `meta`'s rows from a schema other than the one its metadata names, or set the
+ * entity's schema from `em`: a wildcard entity (`schema: '*'`), a schema on the EntityManager (`em.fork({ schema })`,
+ * `em.schema = ...`, which em.findOne also gives the entity it creates) or in the config (`schema` option, other than
+ * the platform's default). MikroORM's QueryBuilder picks that schema on every read; the library's own SELECT does not.
+ */
+function readsAnotherSchema(em: EntityManager, meta: EntityMetadata): boolean {
+  return meta.schema === '*' || em.schema !== undefined || em.config.getSchema(true) !== undefined;
+}
+
+/**
+ * Whether `em.findOne` on `em` would read from a read replica: replicas are configured, `preferReadReplicas` is on
+ * (MikroORM's default) and `em` is not in a transaction. The library's own SELECT runs on the primary.
+ */
+function readsFromReplica(em: EntityManager): boolean {
+  const replicas = (em.config.get('replicas') ?? []) as unknown[];
+  return replicas.length > 0 && em.config.get('preferReadReplicas') !== false && !em.isInTransaction();
 }
 
 /**
@@ -379,6 +400,7 @@ export function rowReadSql(em: EntityManager, meta: EntityMetadata, property: st
     const props = Object.values(meta.properties as Record<string, EntityProperty>);
     const plain =
       !meta.virtual &&
+      meta.schema !== '*' &&
       !meta.discriminatorColumn &&
       !meta.root?.discriminatorColumn &&
       !usesTablePerType(meta) &&

@@ -68,7 +68,8 @@ export async function loadInstance(
 
 /**
  * The instance whose `property` is `value`, managed by `em`, or null: read with the saga's own SELECT when its
- * mapping lets that read what `em.findOne` reads (no QueryBuilder per message), else by `em.findOne`.
+ * mapping lets that read what `em.findOne` reads (no QueryBuilder per message), else by `em.findOne` (into `em`,
+ * never from MikroORM's result cache).
  */
 async function readInstance(em: EntityManager, saga: RegisteredSaga, property: string, value: unknown): Promise<SagaState | null> {
   const sql = rowReadSql(em, saga.meta, property);
@@ -76,7 +77,12 @@ async function readInstance(em: EntityManager, saga: RegisteredSaga, property: s
     const row = await readRowBy(em, saga.meta, sql, property, value);
     return row ? hydrateRow<SagaState>(em, saga.meta, row) : null;
   }
-  return (await em.findOne(saga.definition.state, { [property]: value } as never)) as SagaState | null;
+  // Into `em` and from the database, whatever the ORM config, as the SELECT above reads: `disableIdentityMap` would
+  // return an entity `em` does not manage (the step's changes never written), a global `resultCache` a cached answer.
+  return (await em.findOne(saga.definition.state, { [property]: value } as never, {
+    disableIdentityMap: false,
+    cache: false,
+  })) as SagaState | null;
 }
 
 function loaded(state: SagaState, isNew: boolean, stepProperty: string | undefined): LoadedInstance {
