@@ -315,13 +315,13 @@ function entityNameOf(meta: EntityMetadata): never {
  * driver does none of that), and the entity is not virtual. Filters include those registered on `em` itself
  * (`em.addFilter`, copied to its forks): MikroORM keeps them private, so `em.applyFilters` is asked whether any
  * filter would change an empty condition (a filter that cannot be evaluated without its parameters counts too).
- * Nor may `em.findOne` pick the schema ({@link readsAnotherSchema}) or read from a replica ({@link readsFromReplica}).
+ * Nor may `em.findOne` pick the schema ({@link readsAnotherSchema}).
  */
 export async function readsRowsDirectly(em: EntityManager, meta: EntityMetadata): Promise<boolean> {
   const global = (em.config.get('filters') ?? {}) as Record<string, unknown>;
   const properties = Object.values(meta.properties as Record<string, EntityProperty>);
   const eager = properties.some((p) => p.eager === true);
-  if (readsAnotherSchema(em, meta) || readsFromReplica(em)) return false;
+  if (readsAnotherSchema(em, meta)) return false;
   if (meta.virtual || eager || Object.keys(meta.filters ?? {}).length > 0 || Object.keys(global).length > 0) return false;
   const toOne = properties.filter((p) => (p.kind === 'm:1' || p.kind === '1:1') && p.targetMeta).map((p) => p.targetMeta!);
   if (toOne.some((target) => Object.keys(target.filters ?? {}).length > 0)) return false;
@@ -347,15 +347,6 @@ function readsAnotherSchema(em: EntityManager, meta: EntityMetadata): boolean {
 }
 
 /**
- * Whether `em.findOne` on `em` would read from a read replica: replicas are configured, `preferReadReplicas` is on
- * (MikroORM's default) and `em` is not in a transaction. The library's own SELECT runs on the primary.
- */
-function readsFromReplica(em: EntityManager): boolean {
-  const replicas = (em.config.get('replicas') ?? []) as unknown[];
-  return replicas.length > 0 && em.config.get('preferReadReplicas') !== false && !em.isInTransaction();
-}
-
-/**
  * Reads the rows of `meta` whose primary key is one of `ids` with one query, through MikroORM's driver (the
  * query `em.find` sends, without the identity map): each row is entity data as the driver maps it, ready for
  * {@link hydrateRow}. Check {@link readsRowsDirectly} first.
@@ -363,9 +354,10 @@ function readsFromReplica(em: EntityManager): boolean {
 export async function findRowsByPrimaryKey(em: EntityManager, meta: EntityMetadata, ids: readonly string[]): Promise<EntityData<object>[]> {
   const pk = meta.primaryKeys[0]!;
   const driver = em.getDriver() as unknown as {
-    find(entityName: never, where: unknown, options: { ctx?: unknown }): Promise<EntityData<object>[]>;
+    find(entityName: never, where: unknown, options: { ctx?: unknown; connectionType?: 'read' | 'write' }): Promise<EntityData<object>[]>;
   };
-  return driver.find(entityNameOf(meta), { [pk]: { $in: [...ids] } }, { ctx: em.getTransactionContext() });
+  // From the primary, never a read replica: a unit of work writes what it read, guarded by its version.
+  return driver.find(entityNameOf(meta), { [pk]: { $in: [...ids] } }, { ctx: em.getTransactionContext(), connectionType: 'write' });
 }
 
 /**

@@ -69,7 +69,7 @@ export async function loadInstance(
 /**
  * The instance whose `property` is `value`, managed by `em`, or null: read with the saga's own SELECT when its
  * mapping lets that read what `em.findOne` reads (no QueryBuilder per message), else by `em.findOne` (into `em`,
- * never from MikroORM's result cache).
+ * never from MikroORM's result cache). Both read the primary database, never a read replica.
  */
 async function readInstance(em: EntityManager, saga: RegisteredSaga, property: string, value: unknown): Promise<SagaState | null> {
   const sql = rowReadSql(em, saga.meta, property);
@@ -77,11 +77,13 @@ async function readInstance(em: EntityManager, saga: RegisteredSaga, property: s
     const row = await readRowBy(em, saga.meta, sql, property, value);
     return row ? hydrateRow<SagaState>(em, saga.meta, row) : null;
   }
-  // Into `em` and from the database, whatever the ORM config, as the SELECT above reads: `disableIdentityMap` would
-  // return an entity `em` does not manage (the step's changes never written), a global `resultCache` a cached answer.
+  // Into `em` and from the primary database, whatever the ORM config, as the SELECT above reads: `disableIdentityMap`
+  // would return an entity `em` does not manage (the step's changes never written), a global `resultCache` a cached
+  // answer, and a read replica (`preferReadReplicas`) a row that may lag behind what the version guard checks.
   return (await em.findOne(saga.definition.state, { [property]: value } as never, {
     disableIdentityMap: false,
     cache: false,
+    connectionType: 'write',
   })) as SagaState | null;
 }
 
