@@ -7,12 +7,18 @@ import { type ColumnValue, columnOf, runStatement, tableOf } from '../orm/compat
  * saga waits, then sees the new version and retries: timer and outbox writes are never based on stale state.
  * @returns false when another unit of work changed the row first.
  */
-export async function guardSagaVersion(em: EntityManager, meta: EntityMetadata, sagaId: string, version: number): Promise<boolean> {
+export async function guardSagaVersion(
+  em: EntityManager,
+  meta: EntityMetadata,
+  sagaId: string,
+  version: number,
+  lockBound?: string,
+): Promise<boolean> {
   const table = tableOf(em, meta);
   const id = columnOf(em, meta, meta.primaryKeys[0]!);
   const column = columnOf(em, meta, 'version');
-  const affected = await runStatement(em, `update ${table} set ${column} = ${column} where ${id} = ? and ${column} = ?`, [sagaId, version]);
-  return affected === 1;
+  const sql = boundUpdate(lockBound, `update ${table} set ${column} = ${column}`, `where ${id} = ? and ${column} = ?`);
+  return (await runStatement(em, sql, [sagaId, version])) === 1;
 }
 
 /**
@@ -27,11 +33,24 @@ export async function updateSagaRow(
   sagaId: string,
   loadedVersion: number,
   columns: readonly ColumnValue[],
+  lockBound?: string,
 ): Promise<boolean> {
   const table = tableOf(em, meta);
   const id = columnOf(em, meta, meta.primaryKeys[0]!);
   const version = columnOf(em, meta, 'version');
   const assignments = columns.map(({ column }) => `${column} = ?`).join(', ');
   const params = [...columns.map(({ value }) => value), sagaId, loadedVersion];
-  return (await runStatement(em, `update ${table} set ${assignments} where ${id} = ? and ${version} = ?`, params)) === 1;
+  const sql = boundUpdate(lockBound, `update ${table} set ${assignments}`, `where ${id} = ? and ${version} = ?`);
+  return (await runStatement(em, sql, params)) === 1;
+}
+
+/**
+ * `update ... set ...` and its `where ...`, with `lockBound` (PostgreSQL: the SELECT that sets the transaction's
+ * `lock_timeout`, without parameters) folded in as a WITH query the UPDATE joins: one statement, one round trip,
+ * instead of the SELECT before it. PostgreSQL never folds a WITH query that calls a volatile function into the
+ * main query; it runs it once, when the join first reads it, so the setting is in force before the UPDATE meets
+ * the row, and with it its lock wait. Its columns (`set_config`, `own`) are not named by the UPDATE.
+ */
+function boundUpdate(lockBound: string | undefined, update: string, where: string): string {
+  return lockBound ? `with "saga_lock_bound" as (${lockBound}) ${update} from "saga_lock_bound" ${where}` : `${update} ${where}`;
 }

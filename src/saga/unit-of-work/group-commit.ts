@@ -3,7 +3,6 @@ import { dialectOf } from '../../dialect/dialect-adapter.js';
 import {
   beginUnit,
   commitUnit,
-  executeSql,
   freshFork,
   isLockWait,
   joinTransaction,
@@ -155,7 +154,8 @@ export function lockTimeoutSql(timeoutMs: number): string {
 export async function writeGroup(root: EntityManager, units: readonly UnitWrite[], prelude?: string): Promise<ItemOutcome<WriteReport>[]> {
   if (units.length === 1) {
     const { em, plan, target } = units[0]!;
-    const outcome = await settle(writePlan(em, plan, target, prelude ? (tx) => executeSql(tx, prelude, [], 'run') : undefined));
+    // The lock bound goes with the saga row's UPDATE when the library sends it (one round trip less), else first.
+    const outcome = await settle(writePlan(em, plan, target, prelude));
     return [prelude ? leftGroupIfLockWait(outcome) : outcome];
   }
   const group = freshFork(root);

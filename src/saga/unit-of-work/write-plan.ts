@@ -1,7 +1,7 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { dialectOf } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
-import { beginUnit, commitUnit, markWritten, plainRowUpdate, rollbackUnit } from '../../orm/compat.js';
+import { beginUnit, commitUnit, executeSql, markWritten, plainRowUpdate, rollbackUnit } from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
 import { guardSagaVersion, updateSagaRow } from '../../sql/saga-statements.js';
@@ -24,8 +24,14 @@ export type StatementOperation = 'read' | 'lock' | 'begin' | 'insert' | 'update'
 export interface PlannedStatement {
   readonly operation: StatementOperation;
   readonly table: string;
-  /** Runs the statement inside the open transaction; returns the rows it deleted (0 for other statements). */
-  readonly run: (em: EntityManager) => Promise<number>;
+  /**
+   * Runs the statement inside the open transaction; returns the rows it deleted (0 for other statements). A
+   * statement that {@link PlannedStatement.takesLockBound} is given the transaction's lock bound when it runs first,
+   * and sends it (folded into its own SQL, or before it).
+   */
+  readonly run: (em: EntityManager, lockBound?: string) => Promise<number>;
+  /** Whether `run` sends a lock bound it is given; the bound of a plan whose first statement does not is sent before it. */
+  readonly takesLockBound?: boolean;
 }
 
 /** Another unit of work changed the saga between our read and our write. */
@@ -129,12 +135,12 @@ export async function writePlan(
   em: EntityManager,
   plan: UnitOfWorkPlan,
   target: SagaRowTarget,
-  prelude?: (em: EntityManager) => Promise<unknown>,
+  prelude?: ((em: EntityManager) => Promise<unknown>) | string,
 ): Promise<WriteReport> {
   await runNamed('begin', undefined, () => beginUnit(em));
   try {
-    if (prelude) await runNamed('begin', undefined, () => prelude(em));
-    const report = await runPlanStatements(em, plan, target);
+    if (typeof prelude === 'function') await runNamed('begin', undefined, () => prelude(em));
+    const report = await runPlanStatements(em, plan, target, typeof prelude === 'string' ? prelude : undefined);
     await runNamed('commit', undefined, () => commitUnit(em));
     return report;
   } catch (error) {
@@ -145,12 +151,27 @@ export async function writePlan(
 
 /**
  * Runs the statements of `plan` on `em`, which must be inside a transaction (its own, or a group's): throws
- * {@link VersionConflict}, {@link StaleTimer} or a {@link StatementFailure} at the first that fails.
+ * {@link VersionConflict}, {@link StaleTimer} or a {@link StatementFailure} at the first that fails. `lockBound`
+ * (a statement without parameters bounding the transaction's lock waits) is sent with the first statement when
+ * that statement can carry it, else on its own before it.
  */
-export async function runPlanStatements(em: EntityManager, plan: UnitOfWorkPlan, target: SagaRowTarget): Promise<WriteReport> {
+export async function runPlanStatements(
+  em: EntityManager,
+  plan: UnitOfWorkPlan,
+  target: SagaRowTarget,
+  lockBound?: string,
+): Promise<WriteReport> {
   let timersCancelled = 0;
+  let bound = lockBound;
   for (const statement of statementsOf(plan, target)) {
-    const deleted = await runNamed(statement.operation, statement.table, () => statement.run(em));
+    if (bound && !statement.takesLockBound) {
+      const sql = bound;
+      await runNamed('begin', undefined, () => executeSql(em, sql, [], 'run'));
+      bound = undefined;
+    }
+    const carried = bound;
+    bound = undefined;
+    const deleted = await runNamed(statement.operation, statement.table, () => statement.run(em, carried));
     if (statement.operation === 'delete') timersCancelled += deleted;
   }
   return { timersCancelled };
@@ -177,8 +198,9 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
       return {
         operation: 'update',
         table,
-        run: async (em) => {
-          if (!(await guardSagaVersion(em, meta, plan.sagaId, row.loadedVersion))) throw new VersionConflict();
+        takesLockBound: true,
+        run: async (em, lockBound) => {
+          if (!(await guardSagaVersion(em, meta, plan.sagaId, row.loadedVersion, lockBound))) throw new VersionConflict();
           return 0;
         },
       };
@@ -196,7 +218,8 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
       return {
         operation: 'update',
         table,
-        run: async (em) => {
+        takesLockBound: true,
+        run: async (em, lockBound) => {
           verifyUnchanged?.();
           state!.version = row.version;
           state!.updatedAt = row.updatedAt;
@@ -204,10 +227,12 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
           // a subscriber or a column needs it. Either way the row is guarded by the version read.
           const columns = plainRowUpdate(em, meta, state!);
           if (!columns) {
+            // MikroORM's flush sends the UPDATE: the bound goes first, on its own.
+            if (lockBound) await executeSql(em, lockBound, [], 'run');
             await em.flush();
             return 0;
           }
-          if (!(await updateSagaRow(em, meta, plan.sagaId, row.loadedVersion, columns))) throw new VersionConflict();
+          if (!(await updateSagaRow(em, meta, plan.sagaId, row.loadedVersion, columns, lockBound))) throw new VersionConflict();
           markWritten(em, state!);
           return 0;
         },
