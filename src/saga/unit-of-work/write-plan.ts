@@ -1,7 +1,7 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { dialectOf } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
-import { beginUnit, commitUnit, executeSql, markWritten, plainRowUpdate, rollbackUnit } from '../../orm/compat.js';
+import { beginUnit, commitUnit, executeSql, markWritten, plainRowUpdate, recordInsertedNulls, rollbackUnit } from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
 import { guardSagaVersion, updateSagaRow } from '../../sql/saga-statements.js';
@@ -211,6 +211,8 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
         run: async (em) => {
           verifyUnchanged?.();
           await em.flush();
+          // Under forceUndefined the commit's flush would otherwise see the inserted nulls as changed.
+          if (state) recordInsertedNulls(em, state);
           return 0;
         },
       };
