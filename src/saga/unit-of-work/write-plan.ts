@@ -141,6 +141,9 @@ export async function writePlan(
   try {
     if (typeof prelude === 'function') await runNamed('begin', undefined, () => prelude(em));
     const report = await runPlanStatements(em, plan, target, typeof prelude === 'string' ? prelude : undefined);
+    // em.commit() flushes before it sends COMMIT (normally nothing is left to write): flushed here, what that flush
+    // throws is named after the saga row it writes, not reported as a COMMIT whose outcome is unknown.
+    await runNamed('update', target.meta.tableName, () => em.flush());
     await runNamed('commit', undefined, () => commitUnit(em));
     return report;
   } catch (error) {
