@@ -7,6 +7,7 @@ import {
   type EntityMetadata,
   type EntityProperty,
   EventType,
+  helper,
   InvalidFieldNameException,
   LockWaitTimeoutException,
   OptimisticLockError,
@@ -493,6 +494,25 @@ export function plainRowUpdate(em: EntityManager, meta: EntityMetadata, entity: 
  */
 export function markWritten(em: EntityManager, entity: object): void {
   em.getUnitOfWork().merge(entity);
+}
+
+/**
+ * After MikroORM's flush inserted `entity`: under the ORM-wide `forceUndefined`, MikroORM records each column it
+ * inserted as null as `undefined` in the entity's snapshot (UnitOfWork.register normalizes the INSERT's payload),
+ * while the entity still holds null, and its comparator counts null against undefined as a change: the next flush
+ * (the one em.commit() runs first) would compute an UPDATE of those columns, which for a saga row (its `version`
+ * a concurrency check, unchanged) MikroORM rejects with an OptimisticLockError before sending anything. Records
+ * those columns as null, what was inserted; other columns, and everything under the default config, are left as
+ * they are.
+ */
+export function recordInsertedNulls(em: EntityManager, entity: object): void {
+  if (!em.config.get('forceUndefined')) return;
+  const original = helper(entity).__originalEntityData as Record<string, unknown> | undefined;
+  if (!original) return;
+  const current = em.getComparator().prepareEntity(entity) as Record<string, unknown>;
+  for (const key of Object.keys(original)) {
+    if (original[key] === undefined && current[key] === null) original[key] = null;
+  }
 }
 
 /** {@link mappedForPlainUpdates} of each entity: its metadata does not change once MikroORM is initialised. */

@@ -92,6 +92,6 @@ function loaded(state: SagaState, isNew: boolean, stepProperty: string | undefin
     kind: 'loaded',
     state,
     isNew,
-    before: { version: state.version, completed: state.completedAt !== null, step: readStep(state, stepProperty) },
+    before: { version: state.version, completed: state.completedAt != null, step: readStep(state, stepProperty) },
   };
 }

@@ -56,7 +56,7 @@ export async function runStep(
   const uow = em.getUnitOfWork();
   uow.computeChangeSets();
   saga.checkStateValues(state, uow.getChangeSets(), definition.name, state.id);
-  const completed = state.completedAt !== null;
+  const completed = state.completedAt != null; // undefined under forceUndefined: not completed
   const step = readStep(state, definition.stepProperty);
   // Step-scoped timers store the step value in saga_timer.step (null without a stepProperty).
   const scheduled = completed ? [] : ctx.timers.scheduled;

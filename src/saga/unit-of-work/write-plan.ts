@@ -1,7 +1,7 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { dialectOf } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
-import { beginUnit, commitUnit, executeSql, markWritten, plainRowUpdate, rollbackUnit } from '../../orm/compat.js';
+import { beginUnit, commitUnit, executeSql, markWritten, plainRowUpdate, recordInsertedNulls, rollbackUnit } from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
 import { guardSagaVersion, updateSagaRow } from '../../sql/saga-statements.js';
@@ -141,6 +141,9 @@ export async function writePlan(
   try {
     if (typeof prelude === 'function') await runNamed('begin', undefined, () => prelude(em));
     const report = await runPlanStatements(em, plan, target, typeof prelude === 'string' ? prelude : undefined);
+    // em.commit() flushes before it sends COMMIT (normally nothing is left to write): flushed here, what that flush
+    // throws is named after the saga row it writes, not reported as a COMMIT whose outcome is unknown.
+    await runNamed('update', target.meta.tableName, () => em.flush());
     await runNamed('commit', undefined, () => commitUnit(em));
     return report;
   } catch (error) {
@@ -211,6 +214,8 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
         run: async (em) => {
           verifyUnchanged?.();
           await em.flush();
+          // Under forceUndefined the commit's flush would otherwise see the inserted nulls as changed.
+          if (state) recordInsertedNulls(em, state);
           return 0;
         },
       };
