@@ -17,7 +17,10 @@ export async function guardSagaVersion(
   const table = tableOf(em, meta);
   const id = columnOf(em, meta, meta.primaryKeys[0]!);
   const column = columnOf(em, meta, 'version');
-  const sql = boundUpdate(lockBound, `update ${table} set ${column} = ${column}`, `where ${id} = ? and ${column} = ?`);
+  const sql = boundUpdate(lockBound, table, (row) => ({
+    set: `${column} = ${row}${column}`,
+    where: `${row}${id} = ? and ${row}${column} = ?`,
+  }));
   return (await runStatement(em, sql, [sagaId, version])) === 1;
 }
 
@@ -40,17 +43,30 @@ export async function updateSagaRow(
   const version = columnOf(em, meta, 'version');
   const assignments = columns.map(({ column }) => `${column} = ?`).join(', ');
   const params = [...columns.map(({ value }) => value), sagaId, loadedVersion];
-  const sql = boundUpdate(lockBound, `update ${table} set ${assignments}`, `where ${id} = ? and ${version} = ?`);
+  const sql = boundUpdate(lockBound, table, (row) => ({ set: assignments, where: `${row}${id} = ? and ${row}${version} = ?` }));
   return (await runStatement(em, sql, params)) === 1;
 }
 
 /**
- * `update ... set ...` and its `where ...`, with `lockBound` (PostgreSQL: the SELECT that sets the transaction's
+ * `update <table> set ... where ...`, with `lockBound` (PostgreSQL: the SELECT that sets the transaction's
  * `lock_timeout`, without parameters) folded in as a WITH query the UPDATE joins: one statement, one round trip,
  * instead of the SELECT before it. PostgreSQL never folds a WITH query that calls a volatile function into the
  * main query; it runs it once, when the join first reads it, so the setting is in force before the UPDATE meets
- * the row, and with it its lock wait. Its columns (`set_config`, `own`) are not named by the UPDATE.
+ * the row, and with it its lock wait.
+ * The saga table and its columns are the application's: joined, the table is aliased (a table named like the WITH
+ * query would otherwise be named twice) and `clauses` (SET and WHERE, given the qualifier to put before the
+ * table's columns they read) qualify them, as a column named like the WITH query's (`set_config`, `own`) would
+ * otherwise be ambiguous. SET's targets are always the table's own columns: they are never qualified.
  */
-function boundUpdate(lockBound: string | undefined, update: string, where: string): string {
-  return lockBound ? `with "saga_lock_bound" as (${lockBound}) ${update} from "saga_lock_bound" ${where}` : `${update} ${where}`;
+function boundUpdate(
+  lockBound: string | undefined,
+  table: string,
+  clauses: (qualifier: string) => { readonly set: string; readonly where: string },
+): string {
+  if (!lockBound) {
+    const { set, where } = clauses('');
+    return `update ${table} set ${set} where ${where}`;
+  }
+  const { set, where } = clauses('"saga_row".');
+  return `with "saga_lock_bound" as (${lockBound}) update ${table} as "saga_row" set ${set} from "saga_lock_bound" where ${where}`;
 }
