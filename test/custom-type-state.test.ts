@@ -1,27 +1,12 @@
 // A state property of a user-defined type (a MikroORM `Type` subclass) holds whatever JavaScript value that type
 // converts: the library's state check (src/saga/state-values.ts) judges only the types it knows and leaves
 // custom ones to the type and the database, so an array held by a type stored as text is written, not refused.
-import { defineEntity, type Platform, Type } from '@mikro-orm/core';
+import { defineEntity } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
+import { LabelListType } from './fixtures/label-list-type.js';
 import { DIALECTS } from './support/databases.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
-
-/** A list of labels stored as one comma-separated text column; MikroORM's `Type` reports runtimeType 'string'. */
-class LabelListType extends Type<string[], string> {
-  override convertToDatabaseValue(value: string[]): string {
-    return value.join(',');
-  }
-  override convertToJSValue(value: string): string[] {
-    return value === '' ? [] : value.split(',');
-  }
-  override getColumnType(_prop: unknown, _platform: Platform): string {
-    return 'varchar(40)';
-  }
-  override compareAsType(): string {
-    return 'string';
-  }
-}
 
 class LabelledSaga extends SagaState {
   key!: string;

@@ -6,24 +6,9 @@ import { DecimalType, defineEntity, type EntityManager, type EntityMetadata, hel
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
 import { hydrateRow, readRowBy, rowReadSql } from '../src/orm/compat.js';
+import { LabelListType } from './fixtures/label-list-type.js';
 import { DIALECTS } from './support/databases.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
-
-/** A list of labels stored as one comma-separated text column: a custom type converted by MikroORM. */
-class LabelListType extends Type<string[], string> {
-  override convertToDatabaseValue(value: string[]): string {
-    return value.join(',');
-  }
-  override convertToJSValue(value: string): string[] {
-    return value === '' ? [] : value.split(',');
-  }
-  override getColumnType(): string {
-    return 'varchar(60)';
-  }
-  override compareAsType(): string {
-    return 'string';
-  }
-}
 
 /** Text read through SQL of its own (`lower(...)`): only em.findOne's SELECT applies it. */
 class LowerTextType extends Type<string, string> {

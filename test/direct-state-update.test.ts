@@ -3,28 +3,13 @@
 // the stored row must be exactly what the flush writes, for every plain column type. MikroORM's flush still
 // writes the row when a hook or subscriber listens to the flush, or when a changed column needs MikroORM's own
 // handling (JSON here).
-import { DecimalType, defineEntity, type EventArgs, type EventSubscriber, type FlushEventArgs, Type } from '@mikro-orm/core';
+import { DecimalType, defineEntity, type EventArgs, type EventSubscriber, type FlushEventArgs } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
 import { plainRowUpdate } from '../src/orm/compat.js';
+import { LabelListType } from './fixtures/label-list-type.js';
 import { DIALECTS } from './support/databases.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
-
-/** A list of labels stored as one comma-separated text column: a custom type converted by MikroORM. */
-class LabelListType extends Type<string[], string> {
-  override convertToDatabaseValue(value: string[]): string {
-    return value.join(',');
-  }
-  override convertToJSValue(value: string): string[] {
-    return value === '' ? [] : value.split(',');
-  }
-  override getColumnType(): string {
-    return 'varchar(60)';
-  }
-  override compareAsType(): string {
-    return 'string';
-  }
-}
 
 /** One property of each plain column type the direct UPDATE writes, and a JSON one it leaves to MikroORM. */
 class WideSaga extends SagaState {

@@ -8,10 +8,12 @@ import { defineSaga, SagaRuntime } from '../src/index.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { lockWaiters, rowLocker } from './support/row-locks.js';
 import { rowsOf } from './support/rows.js';
-import { uniqueKey, useDatabase } from './support/suite.js';
+import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
 type Msg = { readonly type: 'Start'; readonly key: string } | { readonly type: 'Send'; readonly key: string };
 const runs = new Map<string, number>();
+/** Resolved when the step of a key runs for the second time (the unit left its group and read again). */
+const secondRun = new Map<string, ReturnType<typeof deferred<void>>>();
 const saga = defineSaga<ScriptedSaga, Msg>({
   name: 'scripted',
   state: ScriptedSaga,
@@ -21,6 +23,7 @@ const saga = defineSaga<ScriptedSaga, Msg>({
     Start: () => undefined,
     Send: (_state, message, ctx) => {
       runs.set(message.key, (runs.get(message.key) ?? 0) + 1);
+      if (runs.get(message.key) === 2) secondRun.get(message.key)?.resolve();
       ctx.send({ type: 'Sent' });
     },
   },
@@ -48,6 +51,8 @@ describe('the lock bound of a group of one on the version guard (postgresql)', (
   it('a guard on a held row leaves its group after the lock timeout and commits once the row is free', async () => {
     const key = uniqueKey('guard-held');
     const release = await held(key);
+    const ranAgain = deferred();
+    secondRun.set(key, ranAgain);
     const runtime = new SagaRuntime({
       em: db().orm.em,
       sagas: [saga],
@@ -56,7 +61,7 @@ describe('the lock bound of a group of one on the version guard (postgresql)', (
     });
     const unit = runtime.handle(saga, { type: 'Send', key });
     // Ran its step again: it left its group, which only the group's bound (20 ms) makes it do while the row is held.
-    while ((runs.get(key) ?? 0) < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+    await ranAgain.promise;
     while ((await lockWaiters(db().orm)) === 0) await new Promise((resolve) => setImmediate(resolve));
     await release();
     expect(await unit).toMatchObject({ outcome: 'handled', version: 0, attempts: 1, conflicts: 0 });

@@ -386,8 +386,11 @@ const rowReads = new WeakMap<EntityMetadata, Map<string, string | null>>();
  * checks on every read.
  */
 export function rowReadSql(em: EntityManager, meta: EntityMetadata, property: string): string | undefined {
-  const byProperty = rowReads.get(meta) ?? new Map<string, string | null>();
-  rowReads.set(meta, byProperty);
+  let byProperty = rowReads.get(meta);
+  if (!byProperty) {
+    byProperty = new Map();
+    rowReads.set(meta, byProperty);
+  }
   let sql = byProperty.get(property);
   if (sql === undefined) {
     const props = Object.values(meta.properties as Record<string, EntityProperty>);
