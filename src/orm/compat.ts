@@ -53,21 +53,28 @@ export async function runStatement(em: EntityManager, sql: string, params: reado
 
 /**
  * Opens a transaction on `em` (the unit of work's fork). End it with {@link commitUnit}, or with
- * {@link rollbackUnit} after anything failed, a failed commit included.
+ * {@link rollbackUnit} after anything failed, a failed commit included. The transaction events MikroORM's own
+ * `em.begin()`, `em.commit()` and `em.rollback()` fire reach `em`'s subscribers the same way.
  *
  * On MikroORM 7 the transaction's connection is held through kysely's `connection().execute()`, which hands the
  * connection back to the pool however the transaction ends. MikroORM 7's own `em.begin()` opens a kysely
  * `ControlledTransaction` (kysely 0.29.6), which releases its connection only after a BEGIN, COMMIT or ROLLBACK
  * that succeeded: when the connection drops at BEGIN, or at COMMIT (then ROLLBACK fails too), the pool slot leaks
- * and `orm.close()` waits for it forever. MikroORM 6 (knex) releases it itself. pg's pool destroys a released
- * client whose connection failed instead of reusing it.
+ * and `orm.close()` waits for it forever. pg's pool destroys a released client whose connection failed instead
+ * of reusing it.
+ *
+ * On MikroORM 6 the connection is taken from knex's pool and BEGIN, COMMIT and ROLLBACK are sent on it as
+ * statements of their own ({@link heldConnection}): a knex transaction builds a knex instance of its own for every
+ * transaction, which cost about 13% of the CPU of a message at one caller. knex's pool does not hand out a
+ * connection whose socket failed again (its validation drops it).
  */
 export async function beginUnit(em: EntityManager): Promise<void> {
   const kysely = kyselyOf(em);
+  const knex = kysely ? undefined : knexClientOf(em);
   // A transaction-scoped session context (MikroORM 7's `sessionContext: 'transaction'`) is applied by em.begin() only.
-  if (!kysely || (em as { getTransactionSessionContext?(): unknown }).getTransactionSessionContext?.()) return em.begin();
+  if ((!kysely && !knex) || (em as { getTransactionSessionContext?(): unknown }).getTransactionSessionContext?.()) return em.begin();
   await dispatchTransactionEvent(em, EventType.beforeTransactionStart);
-  connectionHolds.set(em, await holdTransaction(em, kysely));
+  connectionHolds.set(em, await (kysely ? holdTransaction(em, kysely) : holdKnexTransaction(em, knex!)));
   try {
     await dispatchTransactionEvent(em, EventType.afterTransactionStart);
   } catch (error) {
@@ -98,21 +105,77 @@ function holdTransaction(em: EntityManager, kysely: KyselyClient): Promise<() =>
   });
 }
 
+/**
+ * MikroORM 6: takes a connection from knex's pool, sends BEGIN on it and makes it `em`'s transaction context.
+ * The returned function closes the context and hands the connection back. Rejects (with the connection already
+ * back) when no connection can be had or BEGIN fails.
+ */
+async function holdKnexTransaction(em: EntityManager, client: KnexClient): Promise<() => void> {
+  const connection = await client.acquireConnection();
+  const held = heldConnection(client, connection);
+  held.open = true;
+  const endHold = () => {
+    held.open = false;
+    em.resetTransactionContext();
+    void client.releaseConnection(connection);
+  };
+  em.setTransactionContext(held.context);
+  try {
+    await executeSql(em, 'begin', [], 'run');
+  } catch (error) {
+    endHold();
+    throw error;
+  }
+  return endHold;
+}
+
 /** Fires a transaction event for `em`'s subscribers the way MikroORM's own `em.begin()` does. */
 async function dispatchTransactionEvent(em: EntityManager, event: TransactionEventType): Promise<void> {
   await em.getEventManager().dispatchEvent(event, { em, uow: em.getUnitOfWork(false), transaction: em.getTransactionContext() });
 }
 
-/** Commits the transaction `beginUnit` opened on `em`. When this fails, call {@link rollbackUnit}. */
+/**
+ * Commits the transaction `beginUnit` opened on `em`. When this fails, call {@link rollbackUnit}. Flush `em`
+ * first: COMMIT follows without another flush (where MikroORM's own `em.commit()` is used, its flush finds nothing).
+ * The beforeTransactionCommit subscribers run first; when one throws, COMMIT is not sent and this rejects with
+ * {@link CommitNotSent}. afterTransactionCommit runs once COMMIT was applied: what it throws passes on as is.
+ */
 export async function commitUnit(em: EntityManager): Promise<void> {
-  await em.commit();
+  const endHold = connectionHolds.get(em);
+  if (!endHold) return em.commit();
+  const context = em.getTransactionContext();
+  try {
+    await dispatchTransactionEvent(em, EventType.beforeTransactionCommit);
+  } catch (error) {
+    throw new CommitNotSent(error);
+  }
+  if (heldContexts.has(context as object)) await executeSql(em, 'commit', [], 'run');
+  else await (em.getConnection('write') as unknown as { commit(context: unknown): Promise<void> }).commit(context);
   endConnectionHold(em);
+  await em.getEventManager().dispatchEvent(EventType.afterTransactionCommit, { em, uow: em.getUnitOfWork(false), transaction: context });
+}
+
+/** A beforeTransactionCommit subscriber threw: COMMIT was not sent, and the transaction is still open. */
+export class CommitNotSent extends Error {
+  constructor(override readonly cause: unknown) {
+    super('a beforeTransactionCommit subscriber threw; COMMIT was not sent');
+  }
 }
 
 /** Rolls back the transaction `beginUnit` opened on `em`; its connection goes back to the pool even when this fails. */
 export async function rollbackUnit(em: EntityManager): Promise<void> {
   try {
-    await em.rollback();
+    const context = em.getTransactionContext();
+    if (!heldContexts.has(context as object)) {
+      await em.rollback();
+      return;
+    }
+    await dispatchTransactionEvent(em, EventType.beforeTransactionRollback);
+    await executeSql(em, 'rollback', [], 'run');
+    em.getUnitOfWork(false).clearActionsQueue(); // as em.rollback() does
+    await em
+      .getEventManager()
+      .dispatchEvent(EventType.afterTransactionRollback, { em, uow: em.getUnitOfWork(false), transaction: context });
   } finally {
     endConnectionHold(em);
   }
@@ -155,10 +218,10 @@ function kyselyOf(em: EntityManager): KyselyClient | undefined {
   return typeof client?.startTransaction === 'function' && typeof client.connection === 'function' ? (client as KyselyClient) : undefined;
 }
 
-/** For each EntityManager with a transaction `beginUnit` opened on MikroORM 7: lets go of its connection. */
+/** For each EntityManager with a transaction `beginUnit` opened (on MikroORM 7 or through knex on 6): lets go of its connection. */
 const connectionHolds = new WeakMap<EntityManager, () => void>();
 
-/** Hands the connection of `em`'s transaction back to the pool (MikroORM 7); `em` is then outside any transaction. */
+/** Hands the connection of `em`'s transaction back to the pool; `em` is then outside any transaction. */
 function endConnectionHold(em: EntityManager): void {
   const endHold = connectionHolds.get(em);
   if (!endHold) return;
@@ -166,6 +229,69 @@ function endConnectionHold(em: EntityManager): void {
   // After a failed ROLLBACK, MikroORM still holds the dead transaction: the fork must not run queries on it.
   em.resetTransactionContext();
   endHold();
+}
+
+/** The slice of knex's client (MikroORM 6's SQL client) that {@link beginUnit} uses. */
+interface KnexClient {
+  acquireConnection(): Promise<object>;
+  releaseConnection(connection: object): Promise<unknown>;
+  query(connection: object, query: unknown): Promise<unknown>;
+  transaction(container: (transaction: unknown) => unknown, config?: object): Promise<unknown>;
+}
+
+/** `em`'s knex client on MikroORM 6; undefined on 7. */
+function knexClientOf(em: EntityManager): KnexClient | undefined {
+  const connection = em.getConnection('write') as { getKnex?(): { client?: Partial<KnexClient> } };
+  const client = connection.getKnex?.()?.client;
+  return typeof client?.acquireConnection === 'function' && typeof client.query === 'function' ? (client as KnexClient) : undefined;
+}
+
+/** A pooled connection that carries a unit's transaction, and the transaction context MikroORM 6 is given for it. */
+interface HeldConnection {
+  /** What `em.getTransactionContext()` returns while the transaction is open: MikroORM and knex read its `client`. */
+  readonly context: object;
+  /** Whether a transaction is open on the connection; statements sent through `context` otherwise fail. */
+  open: boolean;
+}
+
+/** Each pooled connection's {@link HeldConnection}, built the first time it carries a transaction. */
+const heldConnections = new WeakMap<object, HeldConnection>();
+/** The transaction contexts of {@link heldConnections}. */
+const heldContexts = new WeakSet<object>();
+
+/**
+ * The transaction context of `connection` (MikroORM 6). knex runs a statement on the connection of the client a
+ * query is given with `transacting(context)`: here a client like knex's own transaction client, made once per
+ * connection instead of once per transaction. It hands out only `connection` and never releases it, and refuses
+ * statements once the transaction has ended (a fork that kept the context must not write outside it, as knex's
+ * own transaction refuses them once completed). A nested `em.transactional()` (a subscriber's) opens a
+ * savepoint on it, as under knex's own transaction.
+ */
+function heldConnection(client: KnexClient, connection: object): HeldConnection {
+  const known = heldConnections.get(connection);
+  if (known) return known;
+  const transactionClient = Object.create(client) as KnexClient & { transacting: boolean };
+  transactionClient.transacting = true;
+  transactionClient.acquireConnection = async () => connection;
+  transactionClient.releaseConnection = async () => undefined;
+  transactionClient.query = (target, query) =>
+    held.open
+      ? client.query.call(transactionClient, target, query)
+      : Promise.reject(new Error("The unit of work's transaction has ended: no statement can run in it."));
+  const context = {
+    client: transactionClient,
+    // What knex's own `trx.transaction(container?, config?)` does (MikroORM calls it with no container).
+    transaction: (container: ((transaction: unknown) => unknown) | null | undefined, config?: object) =>
+      container
+        ? transactionClient.transaction(container, config)
+        : new Promise((resolve, reject) => {
+            transactionClient.transaction(resolve, config).catch(reject);
+          }),
+  };
+  const held: HeldConnection = { context, open: false };
+  heldConnections.set(connection, held);
+  heldContexts.add(context);
+  return held;
 }
 
 /** A fresh fork of `em` with an empty identity map, outside any transaction `em` may have open. */

@@ -3,6 +3,7 @@ import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import { SagaError, SagaPersistenceError, SagaSchemaError } from '../../errors.js';
 import {
   allEntityMetadata,
+  CommitNotSent,
   configuredDbName,
   convertDriverError,
   freshFork,
@@ -60,6 +61,17 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
   if (error instanceof SagaError) return error;
   if (error instanceof VersionConflict) return new RetryableConflict(context.sagaId, error);
   if (!(error instanceof StatementFailure)) return persistenceFailed(context, 'handling', undefined, error, describe(error));
+  // COMMIT was never sent: the transaction is rolled back, nothing of it was written.
+  if (error.cause instanceof CommitNotSent) {
+    const hook = error.cause.cause;
+    return persistenceFailed(
+      context,
+      'commit',
+      undefined,
+      hook,
+      `a beforeTransactionCommit subscriber threw ${describe(hook)}, so COMMIT was not sent`,
+    );
+  }
   // A COMMIT that failed without a database error code failed outside the database: MikroORM's commit also runs
   // the application's transaction subscribers, and afterTransactionCommit runs once COMMIT was applied.
   if (error.operation === 'commit' && !hasDatabaseCode(error.cause)) return commitOutcomeUnknown(context, error.cause, 'outside');
