@@ -5,6 +5,7 @@
 import type { EntityManager, EventSubscriber, MikroORM, TransactionEventArgs } from '@mikro-orm/core';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
+import { executeSql, queryRows } from '../src/orm/compat.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
@@ -68,7 +69,7 @@ for (const dialect of DIALECTS) {
     const db = useDatabase(dialect, [ScriptedSaga]);
     const opened: MikroORM[] = [];
     beforeAll(async () => {
-      await db().orm.em.execute('create table tx_audit (note varchar(100) not null)');
+      await executeSql(db().orm.em, 'create table tx_audit (note varchar(100) not null)', [], 'run');
     });
     afterEach(async () => {
       for (const orm of opened.splice(0)) await orm.close();
@@ -84,11 +85,7 @@ for (const dialect of DIALECTS) {
     }
 
     const audited = async (note: string) =>
-      (
-        await db()
-          .orm.em.fork()
-          .execute<{ note: string }[]>('select note from tx_audit where note like ?', [`${note}%`])
-      )
+      (await queryRows<{ note: string }>(db().orm.em.fork(), 'select note from tx_audit where note like ?', [`${note}%`]))
         .map((row) => row.note)
         .sort();
 
@@ -111,7 +108,7 @@ for (const dialect of DIALECTS) {
       const key = uniqueKey('audit');
       let failCommit = false;
       recorder.onBeforeCommit = async ({ em }) => {
-        await em!.execute('insert into tx_audit (note) values (?)', [`${key}-${failCommit ? 'failed' : 'ok'}`]);
+        await executeSql(em!, 'insert into tx_audit (note) values (?)', [`${key}-${failCommit ? 'failed' : 'ok'}`], 'run');
         if (failCommit) throw new Error('audit refused');
       };
       await runtime.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'inc' }] });
@@ -146,10 +143,10 @@ for (const dialect of DIALECTS) {
         if (nesting) return;
         nesting = true;
         try {
-          await em!.transactional((tx) => tx.execute('insert into tx_audit (note) values (?)', [`${key}-kept`]));
+          await em!.transactional((tx) => executeSql(tx, 'insert into tx_audit (note) values (?)', [`${key}-kept`], 'run'));
           await em!
             .transactional(async (tx) => {
-              await tx.execute('insert into tx_audit (note) values (?)', [`${key}-undone`]);
+              await executeSql(tx, 'insert into tx_audit (note) values (?)', [`${key}-undone`], 'run');
               throw new Error('nested work refused');
             })
             .catch(() => undefined);
@@ -171,7 +168,7 @@ for (const dialect of DIALECTS) {
       const kept = recorder.events.find((e) => e.event === 'beforeTransactionCommit')!.transaction;
       const stale = orm.em.fork();
       stale.setTransactionContext(kept as never);
-      await expect(stale.execute('insert into tx_audit (note) values (?)', [`${key}-late`])).rejects.toThrow(
+      await expect(executeSql(stale, 'insert into tx_audit (note) values (?)', [`${key}-late`], 'run')).rejects.toThrow(
         /transaction|closed|completed|ended/i,
       );
       expect(await audited(key)).toEqual([]);
