@@ -47,12 +47,20 @@ export function compare(
 
 /**
  * Runs each variant `reps` times, interleaved (a, b, c, a, b, c, ...), so that a noisy neighbour hits every
- * variant alike. Each run returns a throughput.
+ * variant alike. Each run returns a throughput. With `warmUp`, each variant first runs once unmeasured, so the
+ * samples measure code the JIT has compiled, as in a process that has been serving for a while (for figures
+ * measured inside this process; a figure that starts processes of its own measures them cold, every variant alike).
  */
-export async function interleave<K extends string>(reps: number, variants: Record<K, () => Promise<number>>): Promise<Record<K, number[]>> {
-  const samples = Object.fromEntries(Object.keys(variants).map((k) => [k, [] as number[]])) as Record<K, number[]>;
+export async function interleave<K extends string>(
+  reps: number,
+  variants: Record<K, () => Promise<number>>,
+  { warmUp = false }: { readonly warmUp?: boolean } = {},
+): Promise<Record<K, number[]>> {
+  const keys = Object.keys(variants) as K[];
+  if (warmUp) for (const key of keys) await variants[key]();
+  const samples = Object.fromEntries(keys.map((k) => [k, [] as number[]])) as Record<K, number[]>;
   for (let rep = 0; rep < reps; rep++) {
-    for (const key of Object.keys(variants) as K[]) samples[key].push(await variants[key]());
+    for (const key of keys) samples[key].push(await variants[key]());
   }
   return samples;
 }

@@ -140,10 +140,14 @@ async function stepFigures(db: BenchDatabase, reps: number, messages: number): P
   for (const callers of CALLERS) {
     const raw = await rawStepOf(db, callers);
     try {
-      const samples = await interleave(reps, {
-        ours: () => drive(callers, messages, (key) => runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })),
-        raw: () => drive(callers, messages, raw.step),
-      });
+      const samples = await interleave(
+        reps,
+        {
+          ours: () => drive(callers, messages, (key) => runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })),
+          raw: () => drive(callers, messages, raw.step),
+        },
+        { warmUp: true },
+      );
       const name = `saga step, ${callers} caller${callers > 1 ? 's' : ''} (${database})`;
       figures.push(compare(name, 'messages/s', samples.ours, { name: raw.name, samples: samples.raw }, 0.6));
     } finally {

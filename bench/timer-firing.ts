@@ -92,18 +92,22 @@ export async function timerFiringFigures(reps: number, timers: number): Promise<
     const clock = new FakeClock(new Date(Date.now() - 3_600_000));
     const runtime = new SagaRuntime({ em: db.orm.em, sagas: [scriptedSaga], clock });
     let round = 0;
-    const samples = await interleave(reps, {
-      ours: async () => {
-        await seed(runtime, `o${round++}`, timers);
-        clock.advance({ seconds: 1 });
-        return fireOurs(db, clock, runtime, timers);
+    const samples = await interleave(
+      reps,
+      {
+        ours: async () => {
+          await seed(runtime, `o${round++}`, timers);
+          clock.advance({ seconds: 1 });
+          return fireOurs(db, clock, runtime, timers);
+        },
+        raw: async () => {
+          await seed(runtime, `r${round++}`, timers);
+          clock.advance({ seconds: 1 });
+          return fireRaw(pool, clock.now(), timers);
+        },
       },
-      raw: async () => {
-        await seed(runtime, `r${round++}`, timers);
-        clock.advance({ seconds: 1 });
-        return fireRaw(pool, clock.now(), timers);
-      },
-    });
+      { warmUp: true },
+    );
     const name = `timer firing end to end, ${timers} timers on ${timers} sagas, 10 at once (PostgreSQL)`;
     return [
       compare(name, 'timers/s', samples.ours, { name: 'raw claim + load + versioned update + fired stamp', samples: samples.raw }, 0.7),

@@ -1,0 +1,112 @@
+// On PostgreSQL a unit of work's BEGIN goes with the first statement of its transaction, in one round trip (the
+// simple query protocol runs both in order). The statement must still run inside the transaction and answer with
+// its own result, whoever sends it first: the library's write, or an application's transaction subscriber.
+
+import { createRequire } from 'node:module';
+import type { EventSubscriber, MikroORM, TransactionEventArgs } from '@mikro-orm/core';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SagaRuntime } from '../src/index.js';
+import { ORM_MAJOR, queryRows } from '../src/orm/compat.js';
+import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { rowsOf } from './support/rows.js';
+import { uniqueKey, useDatabase } from './support/suite.js';
+
+/** Sets a transaction-local setting when the transaction starts, and reads it back before COMMIT. */
+class TransactionTag implements EventSubscriber {
+  tag: string | undefined;
+  readBack: (string | undefined)[] = [];
+  async afterTransactionStart({ em }: TransactionEventArgs): Promise<void> {
+    if (!this.tag) return;
+    const [row] = await queryRows<{ tag: string }>(em!, "select set_config('saga_test.tag', ?, true) as tag", [this.tag]);
+    expect(row?.tag).toBe(this.tag);
+  }
+  async beforeTransactionCommit({ em }: TransactionEventArgs): Promise<void> {
+    if (!this.tag) return;
+    const [row] = await queryRows<{ tag: string }>(em!, "select current_setting('saga_test.tag', true) as tag", []);
+    this.readBack.push(row?.tag);
+  }
+}
+
+/**
+ * The pg module MikroORM's driver uses: the repository's on MikroORM 6; the MikroORM 7 leg's own copy on 7 (the leg
+ * redirects only `@mikro-orm/*` imports, so the test's `pg` import is not the driver's there).
+ */
+const driverPg: typeof pg =
+  ORM_MAJOR === 6 ? pg : (createRequire(new URL('../legs/mikro-orm-7/package.json', import.meta.url))('pg') as typeof pg);
+
+/** The SQL texts the driver's pg clients send while `work` runs. */
+async function statementsSent(work: () => Promise<unknown>): Promise<string[]> {
+  const sent: string[] = [];
+  const original = driverPg.Client.prototype.query;
+  driverPg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const [query] = args as [string | { text?: string }];
+    sent.push(typeof query === 'string' ? query : (query?.text ?? ''));
+    return (original as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof original;
+  try {
+    await work();
+  } finally {
+    driverPg.Client.prototype.query = original;
+  }
+  return sent;
+}
+
+describe('BEGIN with the first statement (postgresql)', () => {
+  const db = useDatabase('postgresql', [ScriptedSaga]);
+  const opened: MikroORM[] = [];
+  afterEach(async () => {
+    for (const orm of opened.splice(0)) await orm.close();
+  });
+
+  it('a statement a subscriber sends first runs in the transaction, and answers with its own rows', async () => {
+    const orm = await db().openAnother();
+    opened.push(orm);
+    const tag = new TransactionTag();
+    orm.em.getEventManager().registerSubscriber(tag);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga] });
+    const key = uniqueKey('tag');
+    tag.tag = key;
+    await runtime.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'inc' }] });
+    await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
+    // set_config(..., true) lasts for its transaction only: read back before COMMIT, it proves both ran in one.
+    expect(tag.readBack).toEqual([key, key]);
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 2, version: 1 });
+  });
+
+  it('a message to an existing saga costs three round trips on MikroORM 6 (BEGIN with the UPDATE), four on 7', async () => {
+    const orm = await db().openAnother();
+    opened.push(orm);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga] });
+    const key = uniqueKey('trips');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    const sent = await statementsSent(() => runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }));
+    expect(sent[0]).toMatch(/^select /);
+    if (ORM_MAJOR === 6) {
+      expect(sent).toHaveLength(3);
+      expect(sent[1]).toMatch(/^begin; .*update "scripted_saga"/s);
+    } else {
+      // MikroORM 7: kysely sends BEGIN itself (src/orm/compat.ts, holdTransaction).
+      expect(sent).toHaveLength(4);
+      expect(sent[1]).toMatch(/^begin$/i);
+      expect(sent[2]).toMatch(/update "scripted_saga"/);
+    }
+    expect(sent.at(-1)).toMatch(/^commit$/i);
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 1 });
+  });
+
+  it('a version conflict found by the first statement is retried on a working connection', async () => {
+    const orm = await db().openAnother({ pool: { min: 0, max: 1 } });
+    opened.push(orm);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], groupCommit: false });
+    const key = uniqueKey('conflict');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    // Two messages at once on a pool of one: the second read the version the first then wrote.
+    const results = await Promise.all([
+      runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }),
+      runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }),
+    ]);
+    expect(results.map((r) => r.version).sort()).toEqual([1, 2]);
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 2, version: 2 });
+  });
+});
