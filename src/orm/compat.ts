@@ -150,8 +150,12 @@ export async function commitUnit(em: EntityManager): Promise<void> {
   } catch (error) {
     throw new CommitNotSent(error);
   }
-  if (heldContexts.has(context as object)) await executeSql(em, 'commit', [], 'run');
-  else await (em.getConnection('write') as unknown as { commit(context: unknown): Promise<void> }).commit(context);
+  const held = heldContexts.get(context as object);
+  if (held) {
+    await executeSql(em, COMMIT_SQL, [], 'run');
+    // PostgreSQL answers COMMIT of a transaction a failed statement aborted with ROLLBACK, not an error.
+    if (held.committedAs === 'ROLLBACK') throw new CommitRolledBack();
+  } else await (em.getConnection('write') as unknown as { commit(context: unknown): Promise<void> }).commit(context);
   endConnectionHold(em);
   await em.getEventManager().dispatchEvent(EventType.afterTransactionCommit, { em, uow: em.getUnitOfWork(false), transaction: context });
 }
@@ -164,6 +168,19 @@ export class CommitNotSent extends Error {
 }
 
 /**
+ * The database ended the transaction with ROLLBACK when it was sent COMMIT (PostgreSQL, after a statement of it
+ * failed and the error was caught, by a subscriber for instance): nothing of it was written.
+ */
+export class CommitRolledBack extends Error {
+  constructor() {
+    super('the database rolled the transaction back at COMMIT: a statement of it had failed');
+  }
+}
+
+/** What {@link commitUnit} sends; the transaction client of {@link heldTransaction} reads the answer to it. */
+const COMMIT_SQL = 'commit';
+
+/**
  * Rolls back the transaction `beginUnit` opened on `em`; its connection goes back to the pool even when this fails.
  * ROLLBACK is sent even when a beforeTransactionRollback subscriber throws (what it threw passes on afterwards):
  * the connection goes back to the pool and carries the next unit, which must not find this transaction still open.
@@ -174,7 +191,7 @@ export async function rollbackUnit(em: EntityManager): Promise<void> {
   let ended = false;
   try {
     const context = em.getTransactionContext();
-    if (!heldContexts.has(context as object)) {
+    if (!heldContexts.get(context as object)) {
       await em.rollback();
       ended = true;
       return;
@@ -274,12 +291,14 @@ interface HeldTransaction {
   readonly context: object;
   /** Whether the transaction is open; statements sent through `context` otherwise fail. */
   open: boolean;
+  /** The command tag the database answered COMMIT with (PostgreSQL: `ROLLBACK` when the transaction had aborted). */
+  committedAs?: string;
 }
 
 /** Each pooled connection's client (see {@link heldTransaction}), built the first time it carries a transaction. */
 const connectionClients = new WeakMap<object, KnexClient & { transacting: boolean }>();
-/** The transaction contexts {@link heldTransaction} made. */
-const heldContexts = new WeakSet<object>();
+/** The transaction contexts {@link heldTransaction} made, and their transactions. */
+const heldContexts = new WeakMap<object, HeldTransaction>();
 
 /**
  * A transaction context for a unit's transaction on `connection` (MikroORM 6). knex runs a statement on the
@@ -303,7 +322,15 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
   }
   const ended = () => Promise.reject(new Error("The unit of work's transaction has ended: no statement can run in it."));
   const transactionClient = Object.create(connectionClient) as KnexClient;
-  transactionClient.query = (target, query) => (held.open ? client.query.call(transactionClient, target, query) : ended());
+  transactionClient.query = (target, query) => {
+    if (!held.open) return ended();
+    const sent = client.query.call(transactionClient, target, query);
+    if ((query as { sql?: unknown } | null)?.sql !== COMMIT_SQL) return sent;
+    return sent.then((answer) => {
+      held.committedAs = (answer as { response?: { command?: string } } | null)?.response?.command;
+      return answer;
+    });
+  };
   const context = {
     client: transactionClient,
     // What knex's own `trx.transaction(container?, config?)` does (MikroORM calls it with no container).
@@ -317,7 +344,7 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
     },
   };
   const held: HeldTransaction = { context, open: true };
-  heldContexts.add(context);
+  heldContexts.set(context, held);
   return held;
 }
 
