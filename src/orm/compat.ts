@@ -64,7 +64,7 @@ export async function runStatement(em: EntityManager, sql: string, params: reado
  * of reusing it.
  *
  * On MikroORM 6 the connection is taken from knex's pool and BEGIN, COMMIT and ROLLBACK are sent on it as
- * statements of their own ({@link heldConnection}): a knex transaction builds a knex instance of its own for every
+ * statements of their own ({@link heldTransaction}): a knex transaction builds a knex instance of its own for every
  * transaction, which cost about 13% of the CPU of a message at one caller. knex's pool does not hand out a
  * connection whose socket failed again (its validation drops it).
  */
@@ -107,18 +107,19 @@ function holdTransaction(em: EntityManager, kysely: KyselyClient): Promise<() =>
 
 /**
  * MikroORM 6: takes a connection from knex's pool and makes it `em`'s transaction context. On PostgreSQL, BEGIN goes
- * with the first statement sent in the transaction (one round trip less; see {@link heldConnection}); on SQLite it
+ * with the first statement sent in the transaction (one round trip less; see {@link heldTransaction}); on SQLite it
  * is sent here. The returned function closes the context and hands the connection back. Rejects (with the
  * connection already back) when no connection can be had or BEGIN fails.
  */
-async function holdKnexTransaction(em: EntityManager, client: KnexClient): Promise<() => void> {
+async function holdKnexTransaction(em: EntityManager, client: KnexClient): Promise<(broken?: boolean) => void> {
   const connection = await client.acquireConnection();
-  const held = heldConnection(client, connection);
-  held.open = true;
-  const endHold = () => {
+  const held = heldTransaction(client, connection);
+  const endHold = (broken = false) => {
     held.open = false;
     held.beginPending = false;
     em.resetTransactionContext();
+    // knex's pool destroys a connection so marked (its drivers mark one whose socket failed) rather than reuse it.
+    if (broken) (connection as { __knex__disposed?: unknown }).__knex__disposed ??= "the unit of work's transaction was not ended";
     void client.releaseConnection(connection);
   };
   em.setTransactionContext(held.context);
@@ -157,9 +158,11 @@ export async function commitUnit(em: EntityManager): Promise<void> {
     throw new CommitNotSent(error);
   }
   const held = heldContexts.get(context as object);
-  // A transaction that never sent a statement never sent BEGIN either: there is nothing to commit.
   if (held) {
-    if (!held.beginPending) await executeSql(em, 'commit', [], 'run');
+    // A transaction that never sent a statement never sent BEGIN either: there is nothing to commit.
+    if (!held.beginPending) await executeSql(em, COMMIT_SQL, [], 'run');
+    // PostgreSQL answers COMMIT of a transaction a failed statement aborted with ROLLBACK, not an error.
+    if (held.committedAs === 'ROLLBACK') throw new CommitRolledBack();
   } else await (em.getConnection('write') as unknown as { commit(context: unknown): Promise<void> }).commit(context);
   endConnectionHold(em);
   await em.getEventManager().dispatchEvent(EventType.afterTransactionCommit, { em, uow: em.getUnitOfWork(false), transaction: context });
@@ -172,23 +175,55 @@ export class CommitNotSent extends Error {
   }
 }
 
-/** Rolls back the transaction `beginUnit` opened on `em`; its connection goes back to the pool even when this fails. */
+/**
+ * The database ended the transaction with ROLLBACK when it was sent COMMIT (PostgreSQL, after a statement of it
+ * failed and the error was caught, by a subscriber for instance): nothing of it was written.
+ */
+export class CommitRolledBack extends Error {
+  constructor() {
+    super('the database rolled the transaction back at COMMIT: a statement of it had failed');
+  }
+}
+
+/** What {@link commitUnit} sends; the transaction client of {@link heldTransaction} reads the answer to it. */
+const COMMIT_SQL = 'commit';
+
+/**
+ * Rolls back the transaction `beginUnit` opened on `em`; its connection goes back to the pool even when this fails.
+ * ROLLBACK is sent even when a beforeTransactionRollback subscriber throws (what it threw passes on afterwards):
+ * the connection goes back to the pool and carries the next unit, which must not find this transaction still open.
+ * On MikroORM 6, when ROLLBACK itself could not be sent or failed, the connection is marked broken and knex's pool
+ * validation destroys it instead of handing it out again (closing it ends the transaction on the database).
+ */
 export async function rollbackUnit(em: EntityManager): Promise<void> {
+  let ended = false;
   try {
     const context = em.getTransactionContext();
     const held = heldContexts.get(context as object);
-    if (!held) {
+    if (!held && !connectionHolds.has(em)) {
+      // Opened by MikroORM's own em.begin() (see beginUnit).
       await em.rollback();
+      ended = true;
       return;
     }
-    await dispatchTransactionEvent(em, EventType.beforeTransactionRollback);
-    if (!held.beginPending) await executeSql(em, 'rollback', [], 'run');
+    let subscriberError: { readonly error: unknown } | undefined;
+    try {
+      await dispatchTransactionEvent(em, EventType.beforeTransactionRollback);
+    } catch (error) {
+      subscriberError = { error };
+    }
+    // A transaction that never sent a statement never sent BEGIN either: there is nothing to roll back.
+    if (held && !held.beginPending) await executeSql(em, 'rollback', [], 'run');
+    // MikroORM 7 (the transaction kysely's connection hold opened): its connection sends ROLLBACK, without events.
+    if (!held) await (em.getConnection('write') as unknown as { rollback(context: unknown): Promise<void> }).rollback(context);
+    ended = true;
     em.getUnitOfWork(false).clearActionsQueue(); // as em.rollback() does
+    if (subscriberError) throw subscriberError.error;
     await em
       .getEventManager()
       .dispatchEvent(EventType.afterTransactionRollback, { em, uow: em.getUnitOfWork(false), transaction: context });
   } finally {
-    endConnectionHold(em);
+    endConnectionHold(em, !ended);
   }
 }
 
@@ -229,17 +264,23 @@ function kyselyOf(em: EntityManager): KyselyClient | undefined {
   return typeof client?.startTransaction === 'function' && typeof client.connection === 'function' ? (client as KyselyClient) : undefined;
 }
 
-/** For each EntityManager with a transaction `beginUnit` opened (on MikroORM 7 or through knex on 6): lets go of its connection. */
-const connectionHolds = new WeakMap<EntityManager, () => void>();
+/**
+ * For each EntityManager with a transaction `beginUnit` opened (on MikroORM 7 or through knex on 6): lets go of its
+ * connection; `broken` (MikroORM 6) when the transaction may still be open on it, so the pool must not reuse it.
+ */
+const connectionHolds = new WeakMap<EntityManager, (broken?: boolean) => void>();
 
-/** Hands the connection of `em`'s transaction back to the pool; `em` is then outside any transaction. */
-function endConnectionHold(em: EntityManager): void {
+/**
+ * Hands the connection of `em`'s transaction back to the pool; `em` is then outside any transaction. `broken`:
+ * neither COMMIT nor ROLLBACK ended the transaction.
+ */
+function endConnectionHold(em: EntityManager, broken = false): void {
   const endHold = connectionHolds.get(em);
   if (!endHold) return;
   connectionHolds.delete(em);
   // After a failed ROLLBACK, MikroORM still holds the dead transaction: the fork must not run queries on it.
   em.resetTransactionContext();
-  endHold();
+  endHold(broken);
 }
 
 /** The slice of knex's client (MikroORM 6's SQL client) that {@link beginUnit} uses. */
@@ -259,14 +300,16 @@ function knexClientOf(em: EntityManager): KnexClient | undefined {
   return typeof client?.acquireConnection === 'function' && typeof client.query === 'function' ? (client as KnexClient) : undefined;
 }
 
-/** A pooled connection that carries a unit's transaction, and the transaction context MikroORM 6 is given for it. */
-interface HeldConnection {
+/** One unit's transaction on a pooled connection, and the transaction context MikroORM 6 is given for it. */
+interface HeldTransaction {
   /** What `em.getTransactionContext()` returns while the transaction is open: MikroORM and knex read its `client`. */
   readonly context: object;
-  /** Whether a transaction is open on the connection; statements sent through `context` otherwise fail. */
+  /** Whether the transaction is open; statements sent through `context` otherwise fail. */
   open: boolean;
   /** PostgreSQL: BEGIN is not sent yet; the next statement sent through `context` carries it. */
   beginPending: boolean;
+  /** The command tag the database answered COMMIT with (PostgreSQL: `ROLLBACK` when the transaction had aborted). */
+  committedAs?: string;
 }
 
 /** A statement as knex hands it to its client: SQL and, when the statement was not formatted by MikroORM, bindings. */
@@ -295,44 +338,59 @@ async function queryAfterBegin(client: KnexClient, transactionClient: KnexClient
   return sent;
 }
 
-/** Each pooled connection's {@link HeldConnection}, built the first time it carries a transaction. */
-const heldConnections = new WeakMap<object, HeldConnection>();
-/** The transaction contexts of {@link heldConnections}. */
-const heldContexts = new WeakMap<object, HeldConnection>();
+/** Each pooled connection's client (see {@link heldTransaction}), built the first time it carries a transaction. */
+const connectionClients = new WeakMap<object, KnexClient & { transacting: boolean }>();
+/** The transaction contexts {@link heldTransaction} made, and their transactions. */
+const heldContexts = new WeakMap<object, HeldTransaction>();
 
 /**
- * The transaction context of `connection` (MikroORM 6). knex runs a statement on the connection of the client a
- * query is given with `transacting(context)`: here a client like knex's own transaction client, made once per
- * connection instead of once per transaction. It hands out only `connection` and never releases it, and refuses
- * statements once the transaction has ended (a fork that kept the context must not write outside it, as knex's
- * own transaction refuses them once completed). A nested `em.transactional()` (a subscriber's) opens a
- * savepoint on it, as under knex's own transaction.
+ * A transaction context for a unit's transaction on `connection` (MikroORM 6). knex runs a statement on the
+ * connection of the client a query is given with `transacting(context)`: here a client like knex's own transaction
+ * client, which hands out only `connection` and never releases it, made once per connection instead of once per
+ * transaction; each transaction gets a thin client of its own on top of it, which refuses statements once that
+ * transaction has ended. The connection goes back to the pool and carries other units' transactions later: a
+ * fork that kept an ended transaction's context must not write outside it, nor into the transaction of another
+ * unit that now holds the connection (as knex's own transaction refuses them once completed). A nested
+ * `em.transactional()` (a subscriber's) opens a savepoint on it, as under knex's own transaction, while the
+ * transaction is open.
  */
-function heldConnection(client: KnexClient, connection: object): HeldConnection {
-  const known = heldConnections.get(connection);
-  if (known) return known;
-  const transactionClient = Object.create(client) as KnexClient & { transacting: boolean };
-  transactionClient.transacting = true;
-  transactionClient.acquireConnection = async () => connection;
-  transactionClient.releaseConnection = async () => undefined;
+function heldTransaction(client: KnexClient, connection: object): HeldTransaction {
+  let connectionClient = connectionClients.get(connection);
+  if (!connectionClient) {
+    connectionClient = Object.create(client) as KnexClient & { transacting: boolean };
+    connectionClient.transacting = true;
+    connectionClient.acquireConnection = async () => connection;
+    connectionClient.releaseConnection = async () => undefined;
+    connectionClients.set(connection, connectionClient);
+  }
+  const ended = () => Promise.reject(new Error("The unit of work's transaction has ended: no statement can run in it."));
+  const transactionClient = Object.create(connectionClient) as KnexClient;
   transactionClient.query = (target, query) => {
-    if (!held.open) return Promise.reject(new Error("The unit of work's transaction has ended: no statement can run in it."));
-    if (!held.beginPending) return client.query.call(transactionClient, target, query);
-    held.beginPending = false;
-    return queryAfterBegin(client, transactionClient, target, query);
+    if (!held.open) return ended();
+    let sent: Promise<unknown>;
+    if (held.beginPending) {
+      held.beginPending = false;
+      sent = queryAfterBegin(client, transactionClient, target, query);
+    } else sent = client.query.call(transactionClient, target, query);
+    if ((query as { sql?: unknown } | null)?.sql !== COMMIT_SQL) return sent;
+    return sent.then((answer) => {
+      held.committedAs = (answer as { response?: { command?: string } } | null)?.response?.command;
+      return answer;
+    });
   };
   const context = {
     client: transactionClient,
     // What knex's own `trx.transaction(container?, config?)` does (MikroORM calls it with no container).
-    transaction: (container: ((transaction: unknown) => unknown) | null | undefined, config?: object) =>
-      container
+    transaction: (container: ((transaction: unknown) => unknown) | null | undefined, config?: object) => {
+      if (!held.open) return ended();
+      return container
         ? transactionClient.transaction(container, config)
         : new Promise((resolve, reject) => {
             transactionClient.transaction(resolve, config).catch(reject);
-          }),
+          });
+    },
   };
-  const held: HeldConnection = { context, open: false, beginPending: false };
-  heldConnections.set(connection, held);
+  const held: HeldTransaction = { context, open: true, beginPending: false };
   heldContexts.set(context, held);
   return held;
 }

@@ -4,6 +4,7 @@ import { SagaError, SagaPersistenceError, SagaSchemaError } from '../../errors.j
 import {
   allEntityMetadata,
   CommitNotSent,
+  CommitRolledBack,
   configuredDbName,
   convertDriverError,
   freshFork,
@@ -71,6 +72,10 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
       hook,
       `a beforeTransactionCommit subscriber threw ${describe(hook)}, so COMMIT was not sent`,
     );
+  }
+  // The database answered COMMIT with ROLLBACK (a statement of the transaction had failed): nothing was written.
+  if (error.cause instanceof CommitRolledBack) {
+    return persistenceFailed(context, 'commit', undefined, error.cause, 'the database rolled the transaction back at COMMIT');
   }
   // A COMMIT that failed without a database error code failed outside the database: MikroORM's commit also runs
   // the application's transaction subscribers, and afterTransactionCommit runs once COMMIT was applied.
