@@ -66,16 +66,32 @@ describe('commit outcome unknown (postgresql)', () => {
     expect(await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })).toMatchObject({ version: 1 });
   });
 
+  it('a unit of one statement (BEGIN, UPDATE and COMMIT in one round trip on MikroORM 6) whose answer is lost: COMMIT_OUTCOME_UNKNOWN, and written', async () => {
+    const runtime = await runtimeThroughProxy();
+    const rows = rowsOf(db().orm);
+    const key = uniqueKey('lost-one');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    proxy.arm('drop-after-commit');
+    const error = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }).catch((e: unknown) => e);
+    await proxy.faulted;
+    expect(error).toMatchObject({ code: 'COMMIT_OUTCOME_UNKNOWN', details: { operation: 'commit' } });
+    expect((error as Error).message).not.toContain('nothing of it was written');
+    expect(await rows.saga(key)).toMatchObject({ version: 1, counter: 1 });
+    expect(await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })).toMatchObject({ version: 2 });
+  });
+
   it('the connection drops at BEGIN: PERSISTENCE_FAILED, nothing written, and the pool of one serves the next message', async () => {
     const runtime = await runtimeThroughProxy();
     const rows = rowsOf(db().orm);
     const key = uniqueKey('lost-begin');
     await runtime.handle(scriptedSaga, { type: 'Start', key });
     proxy.arm('drop-at-begin');
-    const error = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }).catch((e: unknown) => e);
+    // Two statements (the saga row and an outbox row): COMMIT goes on its own, so BEGIN is known not to have committed.
+    const actions = [{ op: 'inc' }, { op: 'send', message: { type: 'Charged' } }] as const;
+    const error = await runtime.handle(scriptedSaga, { type: 'Do', key, actions }).catch((e: unknown) => e);
     await proxy.faulted;
-    // The database still answers on a new connection, so this is not DATABASE_UNREACHABLE. (MikroORM 6's knex sends
-    // BEGIN with the first statement, so the failed operation is 'update' there and 'begin' on 7.)
+    // The database still answers on a new connection, so this is not DATABASE_UNREACHABLE. (On MikroORM 6 BEGIN goes
+    // with the first statement, so the failed operation is 'update' there and 'begin' on 7.)
     expect(error).toMatchObject({ code: 'PERSISTENCE_FAILED' });
     expect(await rows.saga(key)).toMatchObject({ version: 0, counter: 0 });
     expect(await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })).toMatchObject({ version: 1 });

@@ -159,8 +159,9 @@ export async function commitUnit(em: EntityManager): Promise<void> {
   }
   const held = heldContexts.get(context as object);
   if (held) {
-    // A transaction that never sent a statement never sent BEGIN either: there is nothing to commit.
-    if (!held.beginPending) await executeSql(em, COMMIT_SQL, [], 'run');
+    // A transaction that never sent a statement never sent BEGIN either: there is nothing to commit. One whose
+    // statement carried COMMIT (commitWithNextStatement) is committed already.
+    if (!held.beginPending && !held.committed) await executeSql(em, COMMIT_SQL, [], 'run');
     // PostgreSQL answers COMMIT of a transaction a failed statement aborted with ROLLBACK, not an error.
     if (held.committedAs === 'ROLLBACK') throw new CommitRolledBack();
   } else await (em.getConnection('write') as unknown as { commit(context: unknown): Promise<void> }).commit(context);
@@ -213,7 +214,7 @@ export async function rollbackUnit(em: EntityManager): Promise<void> {
       subscriberError = { error };
     }
     // A transaction that never sent a statement never sent BEGIN either: there is nothing to roll back.
-    if (held && !held.beginPending) await executeSql(em, 'rollback', [], 'run');
+    if (held && !held.beginPending && !held.committed) await executeSql(em, 'rollback', [], 'run');
     // MikroORM 7 (the transaction kysely's connection hold opened): its connection sends ROLLBACK, without events.
     if (!held) await (em.getConnection('write') as unknown as { rollback(context: unknown): Promise<void> }).rollback(context);
     ended = true;
@@ -310,6 +311,41 @@ interface HeldTransaction {
   beginPending: boolean;
   /** The command tag the database answered COMMIT with (PostgreSQL: `ROLLBACK` when the transaction had aborted). */
   committedAs?: string;
+  /** COMMIT goes with the next statement, which is the transaction's only one ({@link commitWithNextStatement}). */
+  commitPending: boolean;
+  /** COMMIT went with the transaction's statement: the transaction has ended on the database. */
+  committed: boolean;
+}
+
+/** The events of a transaction's end: while a subscriber listens to one, COMMIT is never sent with a statement. */
+const END_EVENTS = [
+  EventType.beforeTransactionCommit,
+  EventType.afterTransactionCommit,
+  EventType.beforeTransactionRollback,
+  EventType.afterTransactionRollback,
+] as const;
+
+/**
+ * Asks for COMMIT to go with the next statement `em` sends in the transaction `beginUnit` opened, in the same round
+ * trip: true when it will. Only where that statement is the transaction's first and its last: MikroORM 6 on
+ * PostgreSQL, BEGIN not sent yet (so BEGIN, the statement and COMMIT go as one string), and no subscriber
+ * listening to the transaction's end. The caller must send nothing after it but {@link commitUnit} (which then
+ * sends nothing), or {@link rollbackUnit} when the statement's result refuses the unit: the statement was all the
+ * transaction wrote, so committing a statement that changed no row writes nothing. What the statement throws
+ * without a server's error may have come after COMMIT was applied: its outcome is unknown.
+ */
+export function commitWithNextStatement(em: EntityManager): boolean {
+  const held = heldContexts.get(em.getTransactionContext() as object);
+  if (!held?.beginPending || held.commitPending) return false;
+  const subscribers = [...em.getEventManager().getSubscribers()] as Record<string, unknown>[];
+  if (subscribers.some((s) => END_EVENTS.some((event) => typeof s[event] === 'function'))) return false;
+  held.commitPending = true;
+  return true;
+}
+
+/** Whether `em`'s transaction ended with the statement that carried its COMMIT ({@link commitWithNextStatement}). */
+export function committedWithStatement(em: EntityManager): boolean {
+  return heldContexts.get(em.getTransactionContext() as object)?.committed === true;
 }
 
 /** A statement as knex hands it to its client: SQL and, when the statement was not formatted by MikroORM, bindings. */
@@ -321,21 +357,30 @@ interface KnexQuery {
 
 /**
  * Sends `query` with BEGIN before it in one round trip (PostgreSQL's simple query protocol runs several statements
- * of one string in order, and stops at the first that fails). MikroORM formats parameters into the SQL it sends;
- * a statement with bindings (the extended protocol, one statement only) gets BEGIN on its own first. The response
- * knex passes on is the statement's own, as if sent alone.
+ * of one string in order, and stops at the first that fails), and COMMIT after it when `commit`. MikroORM formats
+ * parameters into the SQL it sends; a statement with bindings (the extended protocol, one statement only) gets
+ * BEGIN on its own first, and no COMMIT. The response knex passes on is the statement's own, as if sent alone;
+ * `committedAs` is COMMIT's command tag when COMMIT went with it.
  */
-async function queryAfterBegin(client: KnexClient, transactionClient: KnexClient, target: object, query: unknown): Promise<unknown> {
+async function queryAfterBegin(
+  client: KnexClient,
+  transactionClient: KnexClient,
+  target: object,
+  query: unknown,
+  commit: boolean,
+): Promise<{ readonly sent: unknown; readonly committedAs?: string }> {
   const statement: KnexQuery = typeof query === 'string' ? { sql: query } : (query as KnexQuery);
   if (statement.bindings && statement.bindings.length > 0) {
     await client.query.call(transactionClient, target, 'begin');
-    return client.query.call(transactionClient, target, query);
+    return { sent: await client.query.call(transactionClient, target, query) };
   }
-  const sent = (await client.query.call(transactionClient, target, { ...statement, sql: `begin; ${statement.sql}` })) as KnexQuery;
-  // pg answers a string of several statements with one result each: BEGIN's first.
-  const responses = sent.response as unknown[];
-  sent.response = responses.length === 2 ? responses[1] : responses.slice(1);
-  return sent;
+  const sql = commit ? `begin; ${statement.sql}; ${COMMIT_SQL}` : `begin; ${statement.sql}`;
+  const sent = (await client.query.call(transactionClient, target, { ...statement, sql })) as KnexQuery;
+  // pg answers a string of several statements with one result each: BEGIN's first, COMMIT's last.
+  const responses = sent.response as { command?: string }[];
+  const own = responses.slice(1, commit ? -1 : undefined);
+  sent.response = own.length === 1 ? own[0] : own;
+  return { sent, committedAs: commit ? responses.at(-1)?.command : undefined };
 }
 
 /** Each pooled connection's client (see {@link heldTransaction}), built the first time it carries a transaction. */
@@ -370,7 +415,15 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
     let sent: Promise<unknown>;
     if (held.beginPending) {
       held.beginPending = false;
-      sent = queryAfterBegin(client, transactionClient, target, query);
+      const commit = held.commitPending;
+      held.commitPending = false;
+      sent = queryAfterBegin(client, transactionClient, target, query, commit).then(({ sent, committedAs }) => {
+        if (committedAs !== undefined) {
+          held.committed = true;
+          held.committedAs = committedAs;
+        }
+        return sent;
+      });
     } else sent = client.query.call(transactionClient, target, query);
     if ((query as { sql?: unknown } | null)?.sql !== COMMIT_SQL) return sent;
     return sent.then((answer) => {
@@ -390,7 +443,7 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
           });
     },
   };
-  const held: HeldTransaction = { context, open: true, beginPending: false };
+  const held: HeldTransaction = { context, open: true, beginPending: false, commitPending: false, committed: false };
   heldContexts.set(context, held);
   return held;
 }
@@ -476,6 +529,17 @@ export function isDriverException(error: unknown): error is DriverException {
 }
 
 /** A driver error the server answered with (a statement or row problem), as opposed to a connection failure. */
+/**
+ * The database server answered with this error (a SQLSTATE, or an exception MikroORM classes as the server's): the
+ * statement was refused; the connection itself did not fail.
+ */
+export function isAnsweredByServer(error: unknown): boolean {
+  if (error instanceof ServerException) return true;
+  const code = (error as { code?: unknown } | null)?.code;
+  // A PostgreSQL SQLSTATE (its classes start with a digit, or are F0, HV, P0, XX), never a socket's E-code.
+  return typeof code === 'string' && /^(?:[0-9][0-9A-Z]|F0|HV|P0|XX)[0-9A-Z]{3}$/.test(code);
+}
+
 export function isServerException(error: unknown): boolean {
   return error instanceof ServerException;
 }

@@ -89,13 +89,18 @@ export class CommitDroppingProxy {
 }
 
 /**
- * A query message whose text is `command` (COMMIT, BEGIN): a simple query ('Q', int32 length, text), as MikroORM 6
- * (knex) sends it, or an extended-protocol Parse ('P', int32 length, statement name, text), as MikroORM 7 (kysely) does.
+ * A query message that starts a transaction (`begin`: its text starts with BEGIN) or ends one (`commit`: its last
+ * statement is COMMIT, alone or after the statements it carries, as the library sends a unit of one statement on
+ * MikroORM 6): a simple query ('Q', int32 length, text), as MikroORM 6 (knex) sends it, or an extended-protocol
+ * Parse ('P', int32 length, statement name, text), as MikroORM 7 (kysely) does.
  */
 function isQueryOf(chunk: Buffer, command: 'begin' | 'commit'): boolean {
   let start: number;
   if (chunk[0] === 0x51) start = 5;
   else if (chunk[0] === 0x50) start = chunk.indexOf(0, 5) + 1;
   else return false;
-  return start > 0 && new RegExp(`^\\s*${command}\\b`, 'i').test(chunk.toString('utf8', start, Math.min(chunk.length, start + 64)));
+  if (start <= 0) return false;
+  const end = chunk.indexOf(0, start);
+  const text = chunk.toString('utf8', start, end < 0 ? chunk.length : end);
+  return command === 'begin' ? /^\s*begin\b/i.test(text) : /(?:^|;)\s*commit\s*;?\s*$/i.test(text);
 }

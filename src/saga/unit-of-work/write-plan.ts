@@ -1,7 +1,18 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { dialectOf } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
-import { beginUnit, commitUnit, executeSql, markWritten, plainRowUpdate, recordInsertedNulls, rollbackUnit } from '../../orm/compat.js';
+import {
+  beginUnit,
+  committedWithStatement,
+  commitUnit,
+  commitWithNextStatement,
+  executeSql,
+  isAnsweredByServer,
+  markWritten,
+  plainRowUpdate,
+  recordInsertedNulls,
+  rollbackUnit,
+} from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
 import { guardSagaVersion, updateSagaRow } from '../../sql/saga-statements.js';
@@ -27,9 +38,10 @@ export interface PlannedStatement {
   /**
    * Runs the statement inside the open transaction; returns the rows it deleted (0 for other statements). A
    * statement that {@link PlannedStatement.takesLockBound} is given the transaction's lock bound when it runs first,
-   * and sends it (folded into its own SQL, or before it).
+   * and sends it (folded into its own SQL, or before it). `alone`: it is the only statement of its own transaction,
+   * so it may carry that transaction's COMMIT (see `commitWithNextStatement`).
    */
-  readonly run: (em: EntityManager, lockBound?: string) => Promise<number>;
+  readonly run: (em: EntityManager, lockBound?: string, alone?: boolean) => Promise<number>;
   /** Whether `run` sends a lock bound it is given; the bound of a plan whose first statement does not is sent before it. */
   readonly takesLockBound?: boolean;
 }
@@ -140,10 +152,11 @@ export async function writePlan(
   await runNamed('begin', undefined, () => beginUnit(em));
   try {
     if (typeof prelude === 'function') await runNamed('begin', undefined, () => prelude(em));
-    const report = await runPlanStatements(em, plan, target, typeof prelude === 'string' ? prelude : undefined);
+    const report = await runPlanStatements(em, plan, target, typeof prelude === 'string' ? prelude : undefined, true);
     // em.commit() flushes before it sends COMMIT (normally nothing is left to write): flushed here, what that flush
-    // throws is named after the saga row it writes, not reported as a COMMIT whose outcome is unknown.
-    await runNamed('update', target.meta.tableName, () => em.flush());
+    // throws is named after the saga row it writes, not reported as a COMMIT whose outcome is unknown. A statement
+    // that carried COMMIT was the whole write (the library's UPDATE covered every change): nothing is left.
+    if (!committedWithStatement(em)) await runNamed('update', target.meta.tableName, () => em.flush());
     await runNamed('commit', undefined, () => commitUnit(em));
     return report;
   } catch (error) {
@@ -156,17 +169,21 @@ export async function writePlan(
  * Runs the statements of `plan` on `em`, which must be inside a transaction (its own, or a group's): throws
  * {@link VersionConflict}, {@link StaleTimer} or a {@link StatementFailure} at the first that fails. `lockBound`
  * (a statement without parameters bounding the transaction's lock waits) is sent with the first statement when
- * that statement can carry it, else on its own before it.
+ * that statement can carry it, else on its own before it. `ownTransaction`: `em`'s transaction holds this plan
+ * only (not a group's savepoint), so a plan of one statement may send COMMIT with it.
  */
 export async function runPlanStatements(
   em: EntityManager,
   plan: UnitOfWorkPlan,
   target: SagaRowTarget,
   lockBound?: string,
+  ownTransaction = false,
 ): Promise<WriteReport> {
   let timersCancelled = 0;
   let bound = lockBound;
-  for (const statement of statementsOf(plan, target)) {
+  const statements = statementsOf(plan, target);
+  const alone = ownTransaction && statements.length === 1;
+  for (const statement of statements) {
     if (bound && !statement.takesLockBound) {
       const sql = bound;
       await runNamed('begin', undefined, () => executeSql(em, sql, [], 'run'));
@@ -174,7 +191,7 @@ export async function runPlanStatements(
     }
     const carried = bound;
     bound = undefined;
-    const deleted = await runNamed(statement.operation, statement.table, () => statement.run(em, carried));
+    const deleted = await runNamed(statement.operation, statement.table, () => statement.run(em, carried, alone));
     if (statement.operation === 'delete') timersCancelled += deleted;
   }
   return { timersCancelled };
@@ -202,8 +219,11 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
         operation: 'update',
         table,
         takesLockBound: true,
-        run: async (em, lockBound) => {
-          if (!(await guardSagaVersion(em, meta, plan.sagaId, row.loadedVersion, lockBound))) throw new VersionConflict();
+        run: async (em, lockBound, alone) => {
+          const guarded = await carryingCommit(em, alone === true, () =>
+            guardSagaVersion(em, meta, plan.sagaId, row.loadedVersion, lockBound),
+          );
+          if (!guarded) throw new VersionConflict();
           return 0;
         },
       };
@@ -224,7 +244,7 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
         operation: 'update',
         table,
         takesLockBound: true,
-        run: async (em, lockBound) => {
+        run: async (em, lockBound, alone) => {
           verifyUnchanged?.();
           state!.version = row.version;
           state!.updatedAt = row.updatedAt;
@@ -237,11 +257,32 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
             await em.flush();
             return 0;
           }
-          if (!(await updateSagaRow(em, meta, plan.sagaId, row.loadedVersion, columns, lockBound))) throw new VersionConflict();
+          const updated = await carryingCommit(em, alone === true, () =>
+            updateSagaRow(em, meta, plan.sagaId, row.loadedVersion, columns, lockBound),
+          );
+          if (!updated) throw new VersionConflict();
           markWritten(em, state!);
           return 0;
         },
       };
+  }
+}
+
+/**
+ * Runs `send` (the statement of a plan that is its transaction's only one, when `alone`), asking for the
+ * transaction's COMMIT to go with it where the ORM and database allow (`commitWithNextStatement`). A failure of
+ * such a statement without a server's error (the connection dropped) may have come after COMMIT was applied: it is
+ * reported as COMMIT's failure, whose outcome is unknown. A server's error stopped the statement itself, before
+ * COMMIT ran: the statement's own failure, as always.
+ */
+async function carryingCommit<T>(em: EntityManager, alone: boolean, send: () => Promise<T>): Promise<T> {
+  if (!alone || !commitWithNextStatement(em)) return send();
+  const started = performance.now();
+  try {
+    return await send();
+  } catch (error) {
+    if (isAnsweredByServer(error)) throw error;
+    throw new StatementFailure('commit', undefined, error, Math.round(performance.now() - started));
   }
 }
 
