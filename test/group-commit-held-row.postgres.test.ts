@@ -161,7 +161,11 @@ describe('group commit and a row held by another transaction (postgresql)', () =
     expect((await Promise.all(done)).map((result) => result.outcome)).toEqual(['handled', 'handled', 'handled']);
     const grouped = log.filter((line) => /savepoint saga_unit_/i.test(line));
     expect(grouped.filter((line) => /rollback to savepoint/i.test(line))).toHaveLength(1);
-    expect(grouped.filter((line) => /set_config\('lock_timeout'/i.test(line))).toHaveLength(1); // with the group's first SAVEPOINT
+    // The bound goes with the group's first SAVEPOINT (logged with it on 7, just before it on 6, which folds both
+    // into the round trip of the first unit's first statement).
+    const firstSavepoint = log.findIndex((line) => /savepoint saga_unit_0\b/i.test(line));
+    expect(`${log[firstSavepoint - 1]} ${log[firstSavepoint]}`).toMatch(/set_config\('lock_timeout'/i);
+    expect(grouped.filter((line) => /set_config\('lock_timeout'/i.test(line)).length).toBeLessThanOrEqual(1);
     expect(await rows.saga(held)).toMatchObject({ counter: 0, version: 0 });
 
     await release();

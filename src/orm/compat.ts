@@ -123,9 +123,9 @@ async function holdKnexTransaction(em: EntityManager, client: KnexClient): Promi
     void client.releaseConnection(connection);
   };
   em.setTransactionContext(held.context);
-  if (client.dialect === 'postgresql') {
+  if (held.foldsStatements) {
     held.beginPending = true;
-    (em.getConnection('write') as unknown as { logQuery(sql: string): void }).logQuery('begin');
+    logQuery(em, 'begin');
     return endHold;
   }
   try {
@@ -135,6 +135,11 @@ async function holdKnexTransaction(em: EntityManager, client: KnexClient): Promi
     throw error;
   }
   return endHold;
+}
+
+/** Logs `sql` in MikroORM's query log (when enabled) as sent on `em`'s connection. */
+function logQuery(em: EntityManager, sql: string): void {
+  (em.getConnection('write') as unknown as { logQuery(sql: string): void }).logQuery(sql);
 }
 
 /** Fires a transaction event for `em`'s subscribers the way MikroORM's own `em.begin()` does. */
@@ -161,6 +166,7 @@ export async function commitUnit(em: EntityManager): Promise<void> {
   if (held) {
     // A transaction that never sent a statement never sent BEGIN either: there is nothing to commit. One whose
     // statement carried COMMIT (commitWithNextStatement) is committed already.
+    held.pending = [];
     if (!held.beginPending && !held.committed) await executeSql(em, COMMIT_SQL, [], 'run');
     // PostgreSQL answers COMMIT of a transaction a failed statement aborted with ROLLBACK, not an error.
     if (held.committedAs === 'ROLLBACK') throw new CommitRolledBack();
@@ -214,6 +220,7 @@ export async function rollbackUnit(em: EntityManager): Promise<void> {
       subscriberError = { error };
     }
     // A transaction that never sent a statement never sent BEGIN either: there is nothing to roll back.
+    if (held) held.pending = [];
     if (held && !held.beginPending && !held.committed) await executeSql(em, 'rollback', [], 'run');
     // MikroORM 7 (the transaction kysely's connection hold opened): its connection sends ROLLBACK, without events.
     if (!held) await (em.getConnection('write') as unknown as { rollback(context: unknown): Promise<void> }).rollback(context);
@@ -307,8 +314,12 @@ interface HeldTransaction {
   readonly context: object;
   /** Whether the transaction is open; statements sent through `context` otherwise fail. */
   open: boolean;
+  /** Whether statements go with the next one, in one round trip (PostgreSQL's simple query protocol). */
+  readonly foldsStatements: boolean;
   /** PostgreSQL: BEGIN is not sent yet; the next statement sent through `context` carries it. */
   beginPending: boolean;
+  /** Statements to send before the next one, with it ({@link sendWithNextStatement}). */
+  pending: string[];
   /** The command tag the database answered COMMIT with (PostgreSQL: `ROLLBACK` when the transaction had aborted). */
   committedAs?: string;
   /** COMMIT goes with the next statement, which is the transaction's only one ({@link commitWithNextStatement}). */
@@ -356,31 +367,56 @@ interface KnexQuery {
 }
 
 /**
- * Sends `query` with BEGIN before it in one round trip (PostgreSQL's simple query protocol runs several statements
- * of one string in order, and stops at the first that fails), and COMMIT after it when `commit`. MikroORM formats
- * parameters into the SQL it sends; a statement with bindings (the extended protocol, one statement only) gets
- * BEGIN on its own first, and no COMMIT. The response knex passes on is the statement's own, as if sent alone;
- * `committedAs` is COMMIT's command tag when COMMIT went with it.
+ * Sends `query` with `prefix` (BEGIN, SAVEPOINT, statements without parameters or results the caller needs) before
+ * it in one round trip (PostgreSQL's simple query protocol runs several statements of one string in order, and
+ * stops at the first that fails), and COMMIT after it when `commit`. MikroORM formats parameters into the SQL it
+ * sends; a statement with bindings (the extended protocol, one statement only) gets the prefix on its own first,
+ * and no COMMIT. The response knex passes on is the statement's own, as if sent alone; `committedAs` is COMMIT's
+ * command tag when COMMIT went with it.
  */
-async function queryAfterBegin(
+async function queryAfterPrefix(
   client: KnexClient,
   transactionClient: KnexClient,
   target: object,
   query: unknown,
+  prefix: readonly string[],
   commit: boolean,
 ): Promise<{ readonly sent: unknown; readonly committedAs?: string }> {
   const statement: KnexQuery = typeof query === 'string' ? { sql: query } : (query as KnexQuery);
   if (statement.bindings && statement.bindings.length > 0) {
-    await client.query.call(transactionClient, target, 'begin');
+    if (prefix.length > 0) await client.query.call(transactionClient, target, prefix.join('; '));
     return { sent: await client.query.call(transactionClient, target, query) };
   }
-  const sql = commit ? `begin; ${statement.sql}; ${COMMIT_SQL}` : `begin; ${statement.sql}`;
+  const sql = [...prefix, statement.sql, ...(commit ? [COMMIT_SQL] : [])].join('; ');
   const sent = (await client.query.call(transactionClient, target, { ...statement, sql })) as KnexQuery;
-  // pg answers a string of several statements with one result each: BEGIN's first, COMMIT's last.
+  // pg answers a string of several statements with one result each: the prefix's first, COMMIT's last.
   const responses = sent.response as { command?: string }[];
-  const own = responses.slice(1, commit ? -1 : undefined);
+  const own = responses.slice(prefix.length, commit ? -1 : undefined);
   sent.response = own.length === 1 ? own[0] : own;
   return { sent, committedAs: commit ? responses.at(-1)?.command : undefined };
+}
+
+/**
+ * Sends `sql` (a statement of the library's own without parameters, whose result is not needed: SAVEPOINT, a lock
+ * bound) in `em`'s transaction: on MikroORM 6 with PostgreSQL, with the next statement sent in it, in the same round
+ * trip; elsewhere now. Failing there, it fails that statement. A statement still waiting to go can be taken back
+ * ({@link withdrawUnsent}); one still waiting at COMMIT or ROLLBACK is dropped.
+ */
+export async function sendWithNextStatement(em: EntityManager, sql: string): Promise<void> {
+  const held = heldContexts.get(em.getTransactionContext() as object);
+  if (!held?.foldsStatements) return void (await executeSql(em, sql, [], 'run'));
+  held.pending.push(sql);
+  // MikroORM's query log shows it as if sent on its own (the statement it goes with is logged as sent by MikroORM).
+  logQuery(em, sql);
+}
+
+/** Takes back `sql` if {@link sendWithNextStatement} still holds it unsent; true when it did (it never ran). */
+export function withdrawUnsent(em: EntityManager, sql: string): boolean {
+  const held = heldContexts.get(em.getTransactionContext() as object);
+  const index = held?.pending.lastIndexOf(sql) ?? -1;
+  if (index < 0) return false;
+  held!.pending.splice(index, 1);
+  return true;
 }
 
 /** Each pooled connection's client (see {@link heldTransaction}), built the first time it carries a transaction. */
@@ -413,11 +449,13 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
   transactionClient.query = (target, query) => {
     if (!held.open) return ended();
     let sent: Promise<unknown>;
-    if (held.beginPending) {
+    if (held.beginPending || held.pending.length > 0) {
+      const prefix = held.beginPending ? ['begin', ...held.pending] : held.pending;
       held.beginPending = false;
+      held.pending = [];
       const commit = held.commitPending;
       held.commitPending = false;
-      sent = queryAfterBegin(client, transactionClient, target, query, commit).then(({ sent, committedAs }) => {
+      sent = queryAfterPrefix(client, transactionClient, target, query, prefix, commit).then(({ sent, committedAs }) => {
         if (committedAs !== undefined) {
           held.committed = true;
           held.committedAs = committedAs;
@@ -443,7 +481,15 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
           });
     },
   };
-  const held: HeldTransaction = { context, open: true, beginPending: false, commitPending: false, committed: false };
+  const held: HeldTransaction = {
+    context,
+    open: true,
+    foldsStatements: client.dialect === 'postgresql',
+    beginPending: false,
+    pending: [],
+    commitPending: false,
+    committed: false,
+  };
   heldContexts.set(context, held);
   return held;
 }

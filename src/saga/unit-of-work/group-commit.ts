@@ -11,6 +11,8 @@ import {
   rollbackUnit,
   runSavepointStatement,
   SAVEPOINT_SQL,
+  sendWithNextStatement,
+  withdrawUnsent,
 } from '../../orm/compat.js';
 import { type ItemOutcome, UnitBatcher } from './unit-batcher.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
@@ -221,10 +223,12 @@ interface SavepointWrite {
  */
 async function writeInSavepoint(group: EntityManager, unit: UnitWrite, name: string, prelude?: string): Promise<SavepointWrite> {
   const savepoint = (sql: string) => runNamed('savepoint', undefined, () => runSavepointStatement(unit.em, sql));
+  const set = SAVEPOINT_SQL.set(name);
   joinTransaction(unit.em, group);
   try {
     try {
-      await savepoint(prelude ? `${prelude}; ${SAVEPOINT_SQL.set(name)}` : SAVEPOINT_SQL.set(name));
+      // On MikroORM 6 with PostgreSQL the prelude and SAVEPOINT go with the unit's first statement, in its round trip.
+      for (const sql of prelude ? [prelude, set] : [set]) await runNamed('savepoint', undefined, () => sendWithNextStatement(unit.em, sql));
     } catch (error) {
       return { outcome: failure(error), broke: error };
     }
@@ -233,6 +237,8 @@ async function writeInSavepoint(group: EntityManager, unit: UnitWrite, name: str
       // changes nothing for COMMIT, and ROLLBACK TO a later one leaves the earlier units' statements in place.
       return { outcome: { ok: true, value: await runPlanStatements(unit.em, unit.plan, unit.target) } };
     } catch (error) {
+      // The unit failed before sending anything: its SAVEPOINT never ran, and there is nothing to roll back.
+      if (withdrawUnsent(unit.em, set)) return { outcome: failure(error) };
       try {
         await savepoint(SAVEPOINT_SQL.rollbackTo(name));
       } catch (ended) {
