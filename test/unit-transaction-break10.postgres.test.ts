@@ -1,0 +1,69 @@
+// Attacks on the folded BEGIN / COMMIT of a unit of work (MikroORM 6 on PostgreSQL): `begin; <statement>; commit`
+// in one simple query. Whatever the statement's text ends with, COMMIT must run as a statement of its own, and a
+// unit whose COMMIT did not run must never be taken for committed.
+
+import type { EventSubscriber, MikroORM, TransactionEventArgs } from '@mikro-orm/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SagaRuntime } from '../src/index.js';
+import { executeSql } from '../src/orm/compat.js';
+import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { rowsOf } from './support/rows.js';
+import { uniqueKey, useDatabase } from './support/suite.js';
+
+/** Runs a test's callback once, before the next COMMIT. */
+class BeforeCommit implements EventSubscriber {
+  once: ((args: TransactionEventArgs) => Promise<void>) | undefined;
+  async beforeTransactionCommit(args: TransactionEventArgs): Promise<void> {
+    const once = this.once;
+    this.once = undefined;
+    await once?.(args);
+  }
+}
+
+/** sqlcommenter's style: a block comment after each statement. */
+const sqlCommenter = (sql: string) => `${sql} /*app='break10'*/`;
+
+describe('folded COMMIT (postgresql)', () => {
+  const db = useDatabase('postgresql', [ScriptedSaga]);
+  const opened: MikroORM[] = [];
+  afterEach(async () => {
+    for (const orm of opened.splice(0)) await orm.close();
+  });
+
+  it("an onQuery hook that tags each statement with a trailing '--' comment does not swallow COMMIT", async () => {
+    // A common way to tag queries for pg_stat_statements / logs: a line comment after the statement.
+    const orm = await db().openAnother({ onQuery: (sql: string) => `${sql} -- app=break10`, pool: { min: 0, max: 1 } });
+    opened.push(orm);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], groupCommit: false });
+    const key = uniqueKey('comment');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    const result = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
+    expect(result.version).toBe(1);
+    // Seen from another connection: the UPDATE was committed, not left open on the pooled connection.
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 1 });
+    const other = uniqueKey('comment-other');
+    await runtime.handle(scriptedSaga, { type: 'Start', key: other });
+    await runtime.handle(scriptedSaga, { type: 'Do', key: other, actions: [{ op: 'inc' }] });
+    expect(await rowsOf(db().orm).saga(other)).toMatchObject({ counter: 1, version: 1 });
+  });
+
+  it('a COMMIT an onQuery hook tagged is still read: one answered with ROLLBACK fails the unit, nothing reported handled', async () => {
+    const orm = await db().openAnother({ onQuery: sqlCommenter, pool: { min: 0, max: 1 } });
+    opened.push(orm);
+    const hook = new BeforeCommit();
+    orm.em.getEventManager().registerSubscriber(hook);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], groupCommit: false });
+    const key = uniqueKey('tagged-commit');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    hook.once = async ({ em }) => {
+      // A failed statement aborts the transaction; PostgreSQL answers the COMMIT after it with ROLLBACK.
+      await executeSql(em!, 'select * from break10_missing_table', [], 'all').catch(() => undefined);
+    };
+    const outcome = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }).then(
+      () => undefined,
+      (e: unknown) => e as Error & { code?: string },
+    );
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 0, version: 0 });
+    expect(outcome?.code).toBe('PERSISTENCE_FAILED');
+  });
+});
