@@ -66,4 +66,29 @@ describe('folded COMMIT (postgresql)', () => {
     expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 0, version: 0 });
     expect(outcome?.code).toBe('PERSISTENCE_FAILED');
   });
+
+  it("a subscriber's nested em.transactional() as the transaction's first statement runs inside the unit's transaction", async () => {
+    await executeSql(db().orm.em.fork(), 'create table if not exists tx_break10 (note varchar(100) not null)', [], 'run');
+    const orm = await db().openAnother({ pool: { min: 0, max: 1 } });
+    opened.push(orm);
+    let note: string | undefined;
+    const atStart: EventSubscriber = {
+      async afterTransactionStart({ em }: TransactionEventArgs) {
+        if (!note) return;
+        const text = note;
+        // A savepoint on the unit's transaction: BEGIN must already be in force when it is sent.
+        await em!.transactional((tx) => executeSql(tx, 'insert into tx_break10 (note) values (?)', [text], 'run'), { clear: true });
+      },
+    };
+    orm.em.getEventManager().registerSubscriber(atStart);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], groupCommit: false });
+    const key = uniqueKey('nested');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    note = key;
+    const result = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
+    expect(result.version).toBe(1);
+    const notes = await executeSql<{ note: string }[]>(db().orm.em.fork(), 'select note from tx_break10 where note = ?', [key], 'all');
+    expect(notes).toEqual([{ note: key }]);
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 1 });
+  });
 });

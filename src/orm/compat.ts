@@ -456,11 +456,18 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
     // What knex's own `trx.transaction(container?, config?)` does (MikroORM calls it with no container).
     transaction: (container: ((transaction: unknown) => unknown) | null | undefined, config?: object) => {
       if (!held.open) return ended();
-      return container
-        ? transactionClient.transaction(container, config)
-        : new Promise((resolve, reject) => {
-            transactionClient.transaction(resolve, config).catch(reject);
-          });
+      const open = () =>
+        container
+          ? transactionClient.transaction(container, config)
+          : new Promise((resolve, reject) => {
+              transactionClient.transaction(resolve, config).catch(reject);
+            });
+      if (!held.beginPending) return open();
+      // knex's nested transaction sends SAVEPOINT and its statements through a client of its own, not `query`
+      // below: BEGIN must be in force first (a SAVEPOINT outside a transaction block fails, and its statements
+      // would be committed on their own).
+      held.beginPending = false;
+      return client.query.call(transactionClient, connection, 'begin').then(open);
     },
   };
   const held: HeldTransaction = {
