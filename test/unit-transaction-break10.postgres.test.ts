@@ -91,4 +91,52 @@ describe('folded COMMIT (postgresql)', () => {
     expect(notes).toEqual([{ note: key }]);
     expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 1 });
   });
+
+  it('many callers on one saga over a pool of three: every increment applied once, none lost or doubled', async () => {
+    const orm = await db().openAnother({ pool: { min: 0, max: 3 } });
+    opened.push(orm);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], groupCommit: false, concurrency: { maxAttempts: 200 } });
+    const key = uniqueKey('many');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    const results = await Promise.all(
+      Array.from({ length: 24 }, () => runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })),
+    );
+    expect(results.map((r) => r.version).sort((a, b) => (a ?? 0) - (b ?? 0))).toEqual(Array.from({ length: 24 }, (_, i) => i + 1));
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 24, version: 24 });
+  });
+
+  it('a deferred constraint that fails at the folded COMMIT: nothing written, said so, and the connection carries the next unit', async () => {
+    const admin = db().orm.em.fork();
+    await executeSql(
+      admin,
+      `create or replace function break10_refuse_13() returns trigger language plpgsql as $$
+       begin if new.counter = 13 then raise exception 'thirteen' using errcode = 'P0013'; end if; return new; end $$`,
+      [],
+      'run',
+    );
+    await executeSql(admin, 'drop trigger if exists break10_refuse_13 on scripted_saga', [], 'run');
+    await executeSql(
+      admin,
+      'create constraint trigger break10_refuse_13 after update on scripted_saga deferrable initially deferred for each row execute function break10_refuse_13()',
+      [],
+      'run',
+    );
+    try {
+      const orm = await db().openAnother({ pool: { min: 0, max: 1 } });
+      opened.push(orm);
+      const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], groupCommit: false });
+      const key = uniqueKey('deferred');
+      await runtime.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'inc', by: 12 }] });
+      const failure = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }).then(
+        () => undefined,
+        (e: unknown) => e as Error & { code?: string },
+      );
+      expect(failure?.code).toBe('PERSISTENCE_FAILED');
+      expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 12, version: 0 });
+      await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc', by: 2 }] });
+      expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 14, version: 1 });
+    } finally {
+      await executeSql(admin, 'drop trigger if exists break10_refuse_13 on scripted_saga', [], 'run');
+    }
+  });
 });
