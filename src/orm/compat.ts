@@ -167,7 +167,15 @@ export async function commitUnit(em: EntityManager): Promise<void> {
     // A transaction that never sent a statement never sent BEGIN either: there is nothing to commit. One whose
     // statement carried COMMIT (commitWithNextStatement) is committed already.
     held.pending = [];
-    if (!held.beginPending && !held.committed) await executeSql(em, COMMIT_SQL, [], 'run');
+    if (!held.beginPending && !held.committed) {
+      // Its answer is read by the transaction client, whatever text an `onQuery` hook made of the statement.
+      held.commitSending = true;
+      try {
+        await executeSql(em, COMMIT_SQL, [], 'run');
+      } finally {
+        held.commitSending = false;
+      }
+    }
     // PostgreSQL answers COMMIT of a transaction a failed statement aborted with ROLLBACK, not an error.
     if (held.committedAs === 'ROLLBACK') throw new CommitRolledBack();
   } else await (em.getConnection('write') as unknown as { commit(context: unknown): Promise<void> }).commit(context);
@@ -326,6 +334,8 @@ interface HeldTransaction {
   commitPending: boolean;
   /** COMMIT went with the transaction's statement: the transaction has ended on the database. */
   committed: boolean;
+  /** {@link commitUnit} is sending COMMIT: the next statement's answer is COMMIT's (`committedAs`). */
+  commitSending: boolean;
 }
 
 /** The events of a transaction's end: while a subscriber listens to one, COMMIT is never sent with a statement. */
@@ -387,13 +397,20 @@ async function queryAfterPrefix(
     if (prefix.length > 0) await client.query.call(transactionClient, target, prefix.join('; '));
     return { sent: await client.query.call(transactionClient, target, query) };
   }
-  const sql = [...prefix, statement.sql, ...(commit ? [COMMIT_SQL] : [])].join('; ');
+  // COMMIT starts a line of its own: a statement ending in a line comment (an `onQuery` hook's tag) would otherwise
+  // turn it into part of the comment, and the transaction would stay open on the pooled connection.
+  const sql = [...prefix, statement.sql].join('; ') + (commit ? `\n; ${COMMIT_SQL}` : '');
   const sent = (await client.query.call(transactionClient, target, { ...statement, sql })) as KnexQuery;
   // pg answers a string of several statements with one result each: the prefix's first, COMMIT's last.
   const responses = sent.response as { command?: string }[];
+  const committedAs = commit ? responses.at(-1)?.command : undefined;
+  if (commit && committedAs !== 'COMMIT' && committedAs !== 'ROLLBACK') {
+    // The last statement run was not COMMIT: the transaction's state is unknown; it is not taken for ended.
+    throw new Error(`the statement sent with COMMIT was answered with ${committedAs ?? 'nothing'} last, not COMMIT`);
+  }
   const own = responses.slice(prefix.length, commit ? -1 : undefined);
   sent.response = own.length === 1 ? own[0] : own;
-  return { sent, committedAs: commit ? responses.at(-1)?.command : undefined };
+  return { sent, committedAs };
 }
 
 /**
@@ -463,9 +480,12 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
         return sent;
       });
     } else sent = client.query.call(transactionClient, target, query);
-    if ((query as { sql?: unknown } | null)?.sql !== COMMIT_SQL) return sent;
+    if (!held.commitSending) return sent;
+    held.commitSending = false;
     return sent.then((answer) => {
-      held.committedAs = (answer as { response?: { command?: string } } | null)?.response?.command;
+      // A single result, or one per statement when a hook added some: COMMIT's is the last.
+      const response = (answer as { response?: { command?: string } | { command?: string }[] } | null)?.response;
+      held.committedAs = (Array.isArray(response) ? response.at(-1) : response)?.command;
       return answer;
     });
   };
@@ -474,11 +494,20 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
     // What knex's own `trx.transaction(container?, config?)` does (MikroORM calls it with no container).
     transaction: (container: ((transaction: unknown) => unknown) | null | undefined, config?: object) => {
       if (!held.open) return ended();
-      return container
-        ? transactionClient.transaction(container, config)
-        : new Promise((resolve, reject) => {
-            transactionClient.transaction(resolve, config).catch(reject);
-          });
+      const open = () =>
+        container
+          ? transactionClient.transaction(container, config)
+          : new Promise((resolve, reject) => {
+              transactionClient.transaction(resolve, config).catch(reject);
+            });
+      if (!held.beginPending && held.pending.length === 0) return open();
+      // knex's nested transaction sends SAVEPOINT and its statements through a client of its own, not `query`
+      // above: BEGIN (and what waits to go with the next statement) must be in force first (a SAVEPOINT outside a
+      // transaction block fails, and its statements would be committed on their own).
+      const prefix = held.beginPending ? ['begin', ...held.pending] : held.pending;
+      held.beginPending = false;
+      held.pending = [];
+      return client.query.call(transactionClient, connection, prefix.join('; ')).then(open);
     },
   };
   const held: HeldTransaction = {
@@ -489,6 +518,7 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
     pending: [],
     commitPending: false,
     committed: false,
+    commitSending: false,
   };
   heldContexts.set(context, held);
   return held;
