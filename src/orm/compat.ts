@@ -606,14 +606,17 @@ export function isDriverException(error: unknown): error is DriverException {
 
 /** A driver error the server answered with (a statement or row problem), as opposed to a connection failure. */
 /**
- * The database server answered with this error (a SQLSTATE, or an exception MikroORM classes as the server's): the
- * statement was refused; the connection itself did not fail.
+ * The database server refused the statement with this error (a SQLSTATE, or an exception MikroORM classes as the
+ * server's), so a COMMIT it refused was not applied. Not the classes that end a session or report the server's own
+ * failure (08 connection exception, 57 operator intervention such as a shutdown, 58 system error, XX internal
+ * error): COMMIT may have been applied before those came, as when no answer came at all.
  */
-export function isAnsweredByServer(error: unknown): boolean {
-  if (error instanceof ServerException) return true;
+export function isRefusedByServer(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
-  // A PostgreSQL SQLSTATE (its classes start with a digit, or are F0, HV, P0, XX), never a socket's E-code.
-  return typeof code === 'string' && /^(?:[0-9][0-9A-Z]|F0|HV|P0|XX)[0-9A-Z]{3}$/.test(code);
+  if (typeof code === 'string' && /^(?:08|57|58|XX)/.test(code)) return false;
+  if (error instanceof ServerException) return true;
+  // A PostgreSQL SQLSTATE (its classes start with a digit, or are F0, HV, P0), never a socket's E-code.
+  return typeof code === 'string' && /^(?:[0-9][0-9A-Z]|F0|HV|P0)[0-9A-Z]{3}$/.test(code);
 }
 
 export function isServerException(error: unknown): boolean {

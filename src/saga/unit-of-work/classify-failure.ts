@@ -15,6 +15,7 @@ import {
   isOptimisticLockError,
   isPoolTimeout,
   isReachable,
+  isRefusedByServer,
   isServerException,
   isTableNotFound,
   isUniqueViolation,
@@ -82,7 +83,8 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
   if (error.operation === 'commit' && !hasDatabaseCode(error.cause)) return commitOutcomeUnknown(context, error.cause, 'outside');
   const cause = driverErrorOf(error, context.em);
   if (cause instanceof SagaError) return cause;
-  if (error.operation === 'commit' && context.dialect.commitCanFailAfterApplying && !isServerException(cause)) {
+  // COMMIT refused by the server (a deferred constraint, a serialization failure) was not applied: not unknown.
+  if (error.operation === 'commit' && context.dialect.commitCanFailAfterApplying && !isRefusedByServer(cause)) {
     return commitOutcomeUnknown(context, cause);
   }
   if (isConcurrencyConflict(cause)) {

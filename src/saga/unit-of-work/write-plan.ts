@@ -7,7 +7,7 @@ import {
   commitUnit,
   commitWithNextStatement,
   executeSql,
-  isAnsweredByServer,
+  isRefusedByServer,
   markWritten,
   plainRowUpdate,
   recordInsertedNulls,
@@ -281,7 +281,7 @@ async function carryingCommit<T>(em: EntityManager, alone: boolean, send: () => 
   try {
     return await send();
   } catch (error) {
-    if (isAnsweredByServer(error)) throw error;
+    if (isRefusedByServer(error)) throw error;
     throw new StatementFailure('commit', undefined, error, Math.round(performance.now() - started));
   }
 }
