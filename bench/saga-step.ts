@@ -1,16 +1,20 @@
 /**
  * Figures "saga step at 1, 4 and 16 callers": a message to an existing saga (load it, run the step, one
  * versioned UPDATE in a transaction) through `runtime.handle`, against the same statements by hand: `pg` on
- * PostgreSQL (a pool of one connection per caller), `sqlite3` on SQLite (one connection, as MikroORM has), and
- * `better-sqlite3` for SQLite through `@mikro-orm/better-sqlite` (MikroORM 6 only).
+ * PostgreSQL (a pool of one connection per caller), and on SQLite the driver the ORM itself runs on, on one
+ * connection as MikroORM has: `sqlite3` for MikroORM 6's `@mikro-orm/sqlite`, `better-sqlite3` for 6's
+ * `@mikro-orm/better-sqlite` and for MikroORM 7's `@mikro-orm/sqlite`.
  */
+import { copyFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import pg from 'pg';
 import sqlite3 from 'sqlite3';
 import { SagaRuntime } from '../src/index.js';
+import { ORM_MAJOR, queryRows } from '../src/orm/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { scriptedSaga } from '../test/fixtures/scripted-saga.js';
 import type { DialectName } from '../test/support/databases.js';
-import { type BenchDatabase, createBenchDatabase } from './bench-database.js';
+import { type BenchDatabase, createBenchDatabase, removeSqliteFile } from './bench-database.js';
 import { compare, type FigureResult, interleave, secondsOf } from './figure-stats.js';
 
 const CALLERS = [1, 4, 16] as const;
@@ -82,11 +86,17 @@ interface BetterSqliteDatabase {
 }
 
 /**
- * The step by hand on better-sqlite3, statement by statement as knex runs them (prepared each time). Loaded on
- * demand: the MikroORM 7 leg (another Node.js) never measures this figure and must not load the native module.
+ * The step by hand on better-sqlite3, statement by statement as the ORM runs them (prepared each time). Loaded on
+ * demand, on MikroORM 7 from the leg (its Node.js needs the leg's build of the native module).
  */
 async function rawBetterSqlite(file: string): Promise<{ step: RawStep; close: () => Promise<void> }> {
-  const { default: Database } = (await import('better-sqlite3' as string)) as { default: new (file: string) => BetterSqliteDatabase };
+  // On MikroORM 7 the leg's own copy (built for its Node.js), the one its `@mikro-orm/sqlite` runs on.
+  const Database =
+    ORM_MAJOR === 7
+      ? (createRequire(new URL('../legs/mikro-orm-7/package.json', import.meta.url))('better-sqlite3') as new (
+          file: string,
+        ) => BetterSqliteDatabase)
+      : ((await import('better-sqlite3' as string)) as { default: new (file: string) => BetterSqliteDatabase }).default;
   const db = new Database(file);
   // Synchronous: a caller's step runs to its end before another's starts, as on MikroORM's one connection.
   const step: RawStep = async (key) => {
@@ -103,14 +113,38 @@ async function rawBetterSqlite(file: string): Promise<{ step: RawStep; close: ()
   return { step, close: async () => db.close() };
 }
 
-/** The raw variant and its name for the dialect's figures. */
-async function rawStepOf(db: BenchDatabase, callers: number): Promise<{ step: RawStep; close: () => Promise<void>; name: string }> {
+/**
+ * The raw variant and its name for the dialect's figures. On SQLite it works on a copy of the file
+ * ({@link copyForRaw}), never on the file the ORM has open.
+ */
+async function rawStepOf(
+  db: BenchDatabase,
+  callers: number,
+  rawFile: string,
+): Promise<{ step: RawStep; close: () => Promise<void>; name: string }> {
   if (db.dialect === 'postgresql') return { ...rawPostgres(db.location, callers), name: 'raw pg, same statements' };
-  if (db.dialect === 'better-sqlite') return { ...(await rawBetterSqlite(db.location)), name: 'raw better-sqlite3, same statements' };
-  return { ...rawSqlite(db.location), name: 'raw sqlite3, same statements' };
+  // MikroORM 7's `@mikro-orm/sqlite` runs on better-sqlite3: its baseline is the same driver, as on 6 for each.
+  if (db.dialect === 'better-sqlite' || ORM_MAJOR === 7)
+    return { ...(await rawBetterSqlite(rawFile)), name: 'raw better-sqlite3, same statements' };
+  return { ...rawSqlite(rawFile), name: 'raw sqlite3, same statements' };
 }
 
-/** How the figure names the database and driver. */
+/**
+ * A copy of the SQLite file for the raw variant, with the same rows. Two copies of the SQLite library in one process
+ * (MikroORM 7's better-sqlite3 and the baseline's node-sqlite3) must never open the same file: closing a file
+ * drops the POSIX locks the other copy holds on it, and SQLite then corrupts it ("database disk image is
+ * malformed", seen here once at 2,400 messages per run). PostgreSQL needs none.
+ */
+async function copyForRaw(db: BenchDatabase): Promise<string> {
+  if (db.dialect === 'postgresql') return db.location;
+  await queryRows(db.orm.em.fork(), 'pragma wal_checkpoint(truncate)', []);
+  const copy = `${db.location}.raw`;
+  removeSqliteFile(copy);
+  copyFileSync(db.location, copy);
+  return copy;
+}
+
+/** How the figure names the database and driver (on MikroORM 7 'SQLite, WAL' is better-sqlite3: the leg's `@mikro-orm/sqlite`). */
 const DATABASE_LABELS: Record<DialectName, string> = {
   postgresql: 'PostgreSQL',
   sqlite: 'SQLite, WAL',
@@ -137,24 +171,39 @@ async function stepFigures(db: BenchDatabase, reps: number, messages: number): P
   }
   const figures: FigureResult[] = [];
   const database = DATABASE_LABELS[db.dialect];
-  for (const callers of CALLERS) {
-    const raw = await rawStepOf(db, callers);
-    try {
-      const samples = await interleave(
-        reps,
-        {
-          ours: () => drive(callers, messages, (key) => runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })),
-          raw: () => drive(callers, messages, raw.step),
-        },
-        { warmUp: true },
-      );
-      const name = `saga step, ${callers} caller${callers > 1 ? 's' : ''} (${database})`;
-      figures.push(compare(name, 'messages/s', samples.ours, { name: raw.name, samples: samples.raw }, 0.6));
-    } finally {
-      await raw.close();
-    }
+  const rawFile = await copyForRaw(db);
+  try {
+    for (const callers of CALLERS) figures.push(await callersFigure(db, runtime, callers, messages, reps, database, rawFile));
+  } finally {
+    if (rawFile !== db.location) removeSqliteFile(rawFile);
   }
   return figures;
+}
+
+async function callersFigure(
+  db: BenchDatabase,
+  runtime: SagaRuntime,
+  callers: number,
+  messages: number,
+  reps: number,
+  database: string,
+  rawFile: string,
+): Promise<FigureResult> {
+  const raw = await rawStepOf(db, callers, rawFile);
+  try {
+    const samples = await interleave(
+      reps,
+      {
+        ours: () => drive(callers, messages, (key) => runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })),
+        raw: () => drive(callers, messages, raw.step),
+      },
+      { warmUp: true },
+    );
+    const name = `saga step, ${callers} caller${callers > 1 ? 's' : ''} (${database})`;
+    return compare(name, 'messages/s', samples.ours, { name: raw.name, samples: samples.raw }, 0.6);
+  } finally {
+    await raw.close();
+  }
 }
 
 export async function sagaStepFigures(dialect: DialectName, reps: number, messages: number): Promise<FigureResult[]> {

@@ -21,7 +21,8 @@ const BOTH_MAJORS = [
   /^timer firing end to end.* \/ raw claim/,
   ...[1, 4, 16].flatMap((n) => [
     new RegExp(`^saga step, ${n} callers? \\(PostgreSQL\\)[^/]* / raw pg`),
-    new RegExp(`^saga step, ${n} callers? \\(SQLite, WAL\\)[^/]* / raw sqlite3`),
+    // The baseline is the driver the ORM runs on: sqlite3 under MikroORM 6's @mikro-orm/sqlite, better-sqlite3 under 7's.
+    new RegExp(`^saga step, ${n} callers? \\(SQLite, WAL\\)[^/]* / raw (?:sqlite3|better-sqlite3),`),
   ]),
 ];
 
@@ -68,6 +69,10 @@ it('the short benchmark runs every figure with its baseline and writes one resul
       expect(fromSeven.filter((f) => wanted.test(`${f.name} / ${(f.baseline as { name: string }).name}`))).toHaveLength(onSix ? 1 : 0);
     }
     expect(fromSeven.every((f) => (f.name as string).endsWith(' (MikroORM 7)'))).toBe(true);
+    for (const figure of report.figures.filter((f) => /^saga step, \d+ callers? \(SQLite, WAL\)/.test(f.name as string))) {
+      const driver = (figure.orm as string).startsWith('7.') ? 'better-sqlite3' : 'sqlite3';
+      expect((figure.baseline as { name: string }).name).toBe(`raw ${driver}, same statements`);
+    }
     expect(report.figures.filter((f) => (f.name as string).endsWith(' (MikroORM 7)'))).toHaveLength(fromSeven.length);
     for (const figure of report.figures) {
       expect(figure).toEqual({
