@@ -63,10 +63,11 @@ export async function runStatement(em: EntityManager, sql: string, params: reado
  * and `orm.close()` waits for it forever. pg's pool destroys a released client whose connection failed instead
  * of reusing it.
  *
- * On MikroORM 6 the connection is taken from knex's pool and BEGIN, COMMIT and ROLLBACK are sent on it as
- * statements of their own ({@link heldTransaction}): a knex transaction builds a knex instance of its own for every
- * transaction, which cost about 13% of the CPU of a message at one caller. knex's pool does not hand out a
- * connection whose socket failed again (its validation drops it).
+ * On MikroORM 6 the connection is taken from knex's pool and the library sends BEGIN, COMMIT and ROLLBACK on it
+ * itself ({@link heldTransaction}): a knex transaction builds a knex instance of its own for every transaction,
+ * which cost about 13% of the CPU of a message at one caller. On PostgreSQL BEGIN goes with the transaction's first
+ * statement, and COMMIT with its only one when asked ({@link commitWithNextStatement}). knex's pool does not hand
+ * out a connection whose socket failed again (its validation drops it).
  */
 export async function beginUnit(em: EntityManager): Promise<void> {
   const kysely = kyselyOf(em);
