@@ -608,13 +608,14 @@ export function isDriverException(error: unknown): error is DriverException {
 /** A driver error the server answered with (a statement or row problem), as opposed to a connection failure. */
 /**
  * The database server refused the statement with this error (a SQLSTATE, or an exception MikroORM classes as the
- * server's), so a COMMIT it refused was not applied. Not the classes that end a session or report the server's own
- * failure (08 connection exception, 57 operator intervention such as a shutdown, 58 system error, XX internal
- * error): COMMIT may have been applied before those came, as when no answer came at all.
+ * server's), so a COMMIT it refused was not applied. Not the codes that end a session or report the server's own
+ * failure (08 connection exception, 57P01-57P05 shutdowns and session ends, 58 system error, XX internal error):
+ * COMMIT may have been applied before those came, as when no answer came at all. A canceled statement (57014,
+ * `statement_timeout` or a cancel request) is a refusal: PostgreSQL reports it only for what it did not commit.
  */
 export function isRefusedByServer(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && /^(?:08|57|58|XX)/.test(code)) return false;
+  if (typeof code === 'string' && /^(?:08|57P|58|XX)/.test(code)) return false;
   if (error instanceof ServerException) return true;
   // A PostgreSQL SQLSTATE (its classes start with a digit, or are F0, HV, P0), never a socket's E-code.
   return typeof code === 'string' && /^(?:[0-9][0-9A-Z]|F0|HV|P0)[0-9A-Z]{3}$/.test(code);
