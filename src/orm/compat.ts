@@ -143,9 +143,16 @@ function logQuery(em: EntityManager, sql: string): void {
   (em.getConnection('write') as unknown as { logQuery(sql: string): void }).logQuery(sql);
 }
 
-/** Fires a transaction event for `em`'s subscribers the way MikroORM's own `em.begin()` does. */
-async function dispatchTransactionEvent(em: EntityManager, event: TransactionEventType): Promise<void> {
-  await em.getEventManager().dispatchEvent(event, { em, uow: em.getUnitOfWork(false), transaction: em.getTransactionContext() });
+/**
+ * Fires a transaction event for `em`'s subscribers the way MikroORM's own `em.begin()` does; `transaction` for the
+ * events after the transaction's end, when `em` no longer holds it.
+ */
+async function dispatchTransactionEvent(
+  em: EntityManager,
+  event: TransactionEventType,
+  transaction: unknown = em.getTransactionContext(),
+): Promise<void> {
+  await em.getEventManager().dispatchEvent(event, { em, uow: em.getUnitOfWork(false), transaction: transaction as never });
 }
 
 /**
@@ -181,7 +188,7 @@ export async function commitUnit(em: EntityManager): Promise<void> {
     if (held.committedAs === 'ROLLBACK') throw new CommitRolledBack();
   } else await (em.getConnection('write') as unknown as { commit(context: unknown): Promise<void> }).commit(context);
   endConnectionHold(em);
-  await em.getEventManager().dispatchEvent(EventType.afterTransactionCommit, { em, uow: em.getUnitOfWork(false), transaction: context });
+  await dispatchTransactionEvent(em, EventType.afterTransactionCommit, context);
 }
 
 /** A beforeTransactionCommit subscriber threw: COMMIT was not sent, and the transaction is still open. */
@@ -236,9 +243,7 @@ export async function rollbackUnit(em: EntityManager): Promise<void> {
     ended = true;
     em.getUnitOfWork(false).clearActionsQueue(); // as em.rollback() does
     if (subscriberError) throw subscriberError.error;
-    await em
-      .getEventManager()
-      .dispatchEvent(EventType.afterTransactionRollback, { em, uow: em.getUnitOfWork(false), transaction: context });
+    await dispatchTransactionEvent(em, EventType.afterTransactionRollback, context);
   } finally {
     endConnectionHold(em, !ended);
   }
