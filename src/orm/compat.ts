@@ -442,6 +442,14 @@ export function withdrawUnsent(em: EntityManager, sql: string): boolean {
   return true;
 }
 
+/** The statements waiting to go before the next one (BEGIN first, when not sent yet); they are taken: sent now. */
+function takeUnsent(held: HeldTransaction): string[] {
+  const unsent = held.beginPending ? ['begin', ...held.pending] : held.pending;
+  held.beginPending = false;
+  held.pending = [];
+  return unsent;
+}
+
 /** Each pooled connection's client (see {@link heldTransaction}), built the first time it carries a transaction. */
 const connectionClients = new WeakMap<object, KnexClient & { transacting: boolean }>();
 /** The transaction contexts {@link heldTransaction} made, and their transactions. */
@@ -472,10 +480,8 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
   transactionClient.query = (target, query) => {
     if (!held.open) return ended();
     let sent: Promise<unknown>;
-    if (held.beginPending || held.pending.length > 0) {
-      const prefix = held.beginPending ? ['begin', ...held.pending] : held.pending;
-      held.beginPending = false;
-      held.pending = [];
+    const prefix = takeUnsent(held);
+    if (prefix.length > 0) {
       const commit = held.commitPending;
       held.commitPending = false;
       sent = queryAfterPrefix(client, transactionClient, target, query, prefix, commit).then(({ sent, committedAs }) => {
@@ -506,13 +512,11 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
           : new Promise((resolve, reject) => {
               transactionClient.transaction(resolve, config).catch(reject);
             });
-      if (!held.beginPending && held.pending.length === 0) return open();
       // knex's nested transaction sends SAVEPOINT and its statements through a client of its own, not `query`
       // above: BEGIN (and what waits to go with the next statement) must be in force first (a SAVEPOINT outside a
       // transaction block fails, and its statements would be committed on their own).
-      const prefix = held.beginPending ? ['begin', ...held.pending] : held.pending;
-      held.beginPending = false;
-      held.pending = [];
+      const prefix = takeUnsent(held);
+      if (prefix.length === 0) return open();
       return client.query.call(transactionClient, connection, prefix.join('; ')).then(open);
     },
   };
