@@ -21,6 +21,11 @@ export interface DialectAdapter {
    * returns or leaves the transaction uncommitted.
    */
   readonly commitCanFailAfterApplying: boolean;
+  /**
+   * Whether a WITH query can be an UPDATE (PostgreSQL's data-modifying statements in WITH): a unit of work then
+   * writes its saga row and stamps the timer it delivers in one statement, one round trip.
+   */
+  readonly updatesInWith: boolean;
   /** A SQL expression that yields a new random uuid for each row it is evaluated for. */
   readonly newTokenSql: string;
   /**
@@ -36,6 +41,7 @@ const postgresql: DialectAdapter = {
   name: 'postgresql',
   supportsSkipLocked: true,
   commitCanFailAfterApplying: true,
+  updatesInWith: true,
   newTokenSql: 'gen_random_uuid()',
   // The pg driver already parses json and jsonb columns: a string here is a JSON string value, not JSON text.
   readJson: (value) => value,
@@ -47,6 +53,7 @@ const sqlite: DialectAdapter = {
   name: 'sqlite',
   supportsSkipLocked: false,
   commitCanFailAfterApplying: false,
+  updatesInWith: false,
   // A version 4 uuid from random pieces; randomblob() is evaluated again for every row an UPDATE touches.
   newTokenSql:
     "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))",

@@ -1,5 +1,6 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
-import { type ColumnValue, columnOf, runStatement, tableOf } from '../orm/compat.js';
+import { type ColumnValue, columnOf, queryRows, runStatement, tableOf } from '../orm/compat.js';
+import { stampTimerStatement, type TimerStamp } from './timer-statements.js';
 
 /**
  * Confirms, inside the caller's transaction, that the saga row still has the version the step decided
@@ -14,14 +15,7 @@ export async function guardSagaVersion(
   version: number,
   lockBound?: string,
 ): Promise<boolean> {
-  const table = tableOf(em, meta);
-  const id = columnOf(em, meta, meta.primaryKeys[0]!);
-  const column = columnOf(em, meta, 'version');
-  const sql = boundUpdate(lockBound, table, (row) => ({
-    set: `${column} = ${row}${column}`,
-    where: `${row}${id} = ? and ${row}${column} = ?`,
-  }));
-  return (await runStatement(em, sql, [sagaId, version])) === 1;
+  return writeSagaRow(em, meta, { sagaId, loadedVersion: version, columns: 'guard' }, lockBound);
 }
 
 /**
@@ -38,35 +32,81 @@ export async function updateSagaRow(
   columns: readonly ColumnValue[],
   lockBound?: string,
 ): Promise<boolean> {
-  const table = tableOf(em, meta);
-  const id = columnOf(em, meta, meta.primaryKeys[0]!);
-  const version = columnOf(em, meta, 'version');
-  const assignments = columns.map(({ column }) => `${column} = ?`).join(', ');
-  const params = [...columns.map(({ value }) => value), sagaId, loadedVersion];
-  const sql = boundUpdate(lockBound, table, (row) => ({ set: assignments, where: `${row}${id} = ? and ${row}${version} = ?` }));
-  return (await runStatement(em, sql, params)) === 1;
+  return writeSagaRow(em, meta, { sagaId, loadedVersion, columns }, lockBound);
+}
+
+async function writeSagaRow(em: EntityManager, meta: EntityMetadata, change: SagaRowChange, lockBound?: string): Promise<boolean> {
+  const row = sagaRowStatement(em, meta, change, lockBound);
+  return (await runStatement(em, withQueries(row.with, row.sql), row.params)) === 1;
+}
+
+/** A saga row's versioned write: its changed columns, or `guard` (the row locked, its version checked, nothing changed). */
+export interface SagaRowChange {
+  readonly sagaId: string;
+  readonly loadedVersion: number;
+  readonly columns: readonly ColumnValue[] | 'guard';
 }
 
 /**
- * `update <table> set ... where ...`, with `lockBound` (PostgreSQL: the SELECT that sets the transaction's
- * `lock_timeout`, without parameters) folded in as a WITH query the UPDATE joins: one statement, one round trip,
- * instead of the SELECT before it. PostgreSQL never folds a WITH query that calls a volatile function into the
- * main query; it runs it once, when the join first reads it, so the setting is in force before the UPDATE meets
- * the row, and with it its lock wait.
- * The saga table and its columns are the application's: joined, the table is aliased (a table named like the WITH
- * query would otherwise be named twice) and `clauses` (SET and WHERE, given the qualifier to put before the
- * table's columns they read) qualify them, as a column named like the WITH query's (`set_config`, `own`) would
- * otherwise be ambiguous. SET's targets are always the table's own columns: they are never qualified.
+ * The saga row's write ({@link updateSagaRow} or {@link guardSagaVersion}) and the stamp of the timer the unit
+ * delivers (`stampTimer`), in one statement: one round trip instead of two (PostgreSQL, whose WITH queries can be
+ * UPDATEs). The stamp reads the saga row's WITH query, so PostgreSQL runs the saga row's UPDATE, and takes its row
+ * lock, before it meets the timer row: the lock order of two statements one after the other. When the saga row's
+ * version check fails, the stamp changes nothing either.
+ * @returns whether the saga row was written (false: another unit of work changed it first) and whether the timer
+ * was stamped (false: it was cancelled, replaced or fired meanwhile, or the saga row was not written).
  */
-function boundUpdate(
+export async function writeSagaRowAndStampTimer(
+  em: EntityManager,
+  meta: EntityMetadata,
+  change: SagaRowChange,
+  stamp: TimerStamp,
+  lockBound?: string,
+): Promise<{ readonly sagaRow: boolean; readonly stamped: boolean }> {
+  const row = sagaRowStatement(em, meta, change, lockBound, 'returning 1');
+  const timer = stampTimerStatement(stamp, 'exists (select 1 from "saga_row_written")');
+  const sql = withQueries(
+    [...row.with, `"saga_row_written" as (${row.sql})`, `"saga_timer_stamped" as (${timer.sql} returning 1)`],
+    'select (select count(*) from "saga_row_written")::int as "saga_rows", (select count(*) from "saga_timer_stamped")::int as "stamped"',
+  );
+  const [counts] = await queryRows<{ saga_rows: number; stamped: number }>(em, sql, [...row.params, ...timer.params]);
+  return { sagaRow: counts?.saga_rows === 1, stamped: counts?.stamped === 1 };
+}
+
+/**
+ * The saga row's versioned UPDATE, `suffix` (a RETURNING clause) after it, and the WITH queries it reads. `lockBound`
+ * (PostgreSQL: the SELECT that sets the transaction's `lock_timeout`, without parameters) is folded in as a WITH
+ * query the UPDATE joins: one statement, one round trip, instead of the SELECT before it. PostgreSQL never folds a
+ * WITH query that calls a volatile function into the main query; it runs it once, when the join first reads it, so
+ * the setting is in force before the UPDATE meets the row, and with it its lock wait.
+ * The saga table and its columns are the application's: joined, the table is aliased (a table named like the WITH
+ * query would otherwise be named twice) and SET and WHERE qualify the table's columns they read, as a column named
+ * like the WITH query's (`set_config`, `own`) would otherwise be ambiguous. SET's targets are always the table's own
+ * columns: they are never qualified.
+ */
+function sagaRowStatement(
+  em: EntityManager,
+  meta: EntityMetadata,
+  { sagaId, loadedVersion, columns }: SagaRowChange,
   lockBound: string | undefined,
-  table: string,
-  clauses: (qualifier: string) => { readonly set: string; readonly where: string },
-): string {
-  if (!lockBound) {
-    const { set, where } = clauses('');
-    return `update ${table} set ${set} where ${where}`;
-  }
-  const { set, where } = clauses('"saga_row".');
-  return `with "saga_lock_bound" as (${lockBound}) update ${table} as "saga_row" set ${set} from "saga_lock_bound" where ${where}`;
+  suffix = '',
+): { readonly with: string[]; readonly sql: string; readonly params: unknown[] } {
+  const table = tableOf(em, meta);
+  const id = columnOf(em, meta, meta.primaryKeys[0]!);
+  const version = columnOf(em, meta, 'version');
+  const row = lockBound ? '"saga_row".' : '';
+  const set = columns === 'guard' ? `${version} = ${row}${version}` : columns.map(({ column }) => `${column} = ?`).join(', ');
+  const params = [...(columns === 'guard' ? [] : columns.map(({ value }) => value)), sagaId, loadedVersion];
+  const where = `${row}${id} = ? and ${row}${version} = ?${suffix ? ` ${suffix}` : ''}`;
+  if (!lockBound) return { with: [], sql: `update ${table} set ${set} where ${where}`, params };
+  return {
+    with: [`"saga_lock_bound" as (${lockBound})`],
+    sql: `update ${table} as "saga_row" set ${set} from "saga_lock_bound" where ${where}`,
+    params,
+  };
+}
+
+/** `sql` with the WITH queries it reads. */
+function withQueries(queries: readonly string[], sql: string): string {
+  return queries.length > 0 ? `with ${queries.join(', ')} ${sql}` : sql;
 }

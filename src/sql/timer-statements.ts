@@ -129,13 +129,26 @@ export function deletePendingTimersOfOtherSteps(em: EntityManager, sagaType: str
  * token the dispatcher claimed it with. Runs in the same transaction as the state change the timer causes.
  * @returns 1 when stamped; 0 when the timer was cancelled, replaced or fired in the meantime (stale).
  */
-export function stampTimer(em: EntityManager, timerId: string, token: string, outcome: TimerOutcome, now: Date): Promise<number> {
-  return runStatement(
-    em,
-    `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
-     where "id" = ? and "token" = ? and "dispatched_at" is null`,
-    [now, outcome, timerId, token],
-  );
+export function stampTimer(em: EntityManager, stamp: TimerStamp): Promise<number> {
+  const { sql, params } = stampTimerStatement(stamp);
+  return runStatement(em, sql, params);
+}
+
+/** A claimed timer's stamp: its id, the token it was claimed with, the outcome and when. */
+export interface TimerStamp {
+  readonly id: string;
+  readonly token: string;
+  readonly outcome: TimerOutcome;
+  readonly at: Date;
+}
+
+/** The UPDATE of {@link stampTimer}, with `condition` (SQL without parameters) added to its WHERE when given. */
+export function stampTimerStatement(stamp: TimerStamp, condition?: string): { readonly sql: string; readonly params: unknown[] } {
+  return {
+    sql: `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
+     where "id" = ? and "token" = ? and "dispatched_at" is null${condition ? ` and ${condition}` : ''}`,
+    params: [stamp.at, stamp.outcome, stamp.id, stamp.token],
+  };
 }
 
 /** How many of the named timers of one saga instance are pending now (to tell a race from a duplicate in one plan). */

@@ -125,6 +125,30 @@ describe('statementsOf', () => {
     ]);
   });
 
+  it("where WITH queries can be UPDATEs, the saga row and the delivered timer's stamp are one statement, unless timer rows are locked between", () => {
+    const timer = { id: 't1', token: 'k', sagaType: 'order', sagaId: 'saga-1', name: 'x' } as never;
+    const names = (plan: Parameters<typeof statementsOf>[0], updatesInWith: boolean) =>
+      statementsOf(plan, { state: undefined, meta }, updatesInWith).map(
+        (s) => `${s.operation} ${s.table}${s.alsoTable ? ` + ${s.alsoTable}` : ''}`,
+      );
+    const changed = input({ changed: true });
+    changed.ctx.send({ type: 'Out' });
+    const plan = planWrites({ ...changed.planInput, timer })!;
+    expect(names(plan, true)).toEqual(['update order_saga + saga_timer', 'insert saga_outbox']);
+    expect(names(plan, false)).toEqual(['update order_saga', 'update saga_timer', 'insert saga_outbox']);
+    // The delivery cancels another timer: the saga's pending timers are locked after the saga row, before the stamp.
+    const cancelling = input({ changed: true });
+    cancelling.ctx.cancel('old');
+    expect(names(planWrites({ ...cancelling.planInput, timer })!, true)).toEqual([
+      'update order_saga',
+      'lock saga_timer',
+      'update saga_timer',
+      'delete saga_timer',
+    ]);
+    // A retired timer writes no saga row: its stamp stays a statement of its own.
+    expect(names(planTimerRetirement(timer, 'Tick', now), true)).toEqual(['update saga_timer']);
+  });
+
   it('a retired timer is one token-checked stamp and nothing else', () => {
     const timer = { id: 't1', token: 'k', sagaType: 'order', sagaId: 'saga-1', name: 'x' } as never;
     const order = statementsOf(planTimerRetirement(timer, 'Tick', now), { state: undefined, meta }).map((s) => `${s.operation} ${s.table}`);

@@ -104,7 +104,7 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
     const missing = await missingColumns(context.em, error.table);
     if (missing === 'table' || (missing && missing.length > 0)) return schemaInvalid(context, error, cause, missing);
   }
-  return persistenceFailed(context, error.operation, error.table, cause, describe(cause));
+  return persistenceFailed(context, error.operation, error.table, cause, describe(cause), error.alsoTable);
 }
 
 /** Whether `error` carries a driver's or server's error code (SQLSTATE, SQLITE_*, a socket's E*). */
@@ -154,12 +154,12 @@ function details(context: FailureContext, extra: Record<string, unknown> = {}) {
   return { sagaType: context.saga.definition.name, sagaId: context.sagaId, messageType: context.messageType, ...extra };
 }
 
-/** "insert on saga_timer", "COMMIT": what failed, by operation and table. */
-function what(operation: string, table: string | undefined): string {
+/** "insert on saga_timer", "COMMIT": what failed, by operation and table (and the second table a statement wrote). */
+function what(operation: string, table: string | undefined, alsoTable?: string): string {
   if (operation === 'begin' || operation === 'commit') return operation.toUpperCase();
   if (operation === 'savepoint') return 'a savepoint of the group transaction';
   if (operation === 'lock') return `locking the pending rows of ${table}`;
-  return operation === 'read' ? `reading ${table}` : `${operation} on ${table}`;
+  return operation === 'read' ? `reading ${table}` : `${operation} on ${table}${alsoTable ? ` and ${alsoTable}` : ''}`;
 }
 
 /** The exception's class and, when the driver reports it, the constraint: names only, never values. */
@@ -177,14 +177,21 @@ function constraintOf(error: unknown): string | undefined {
 
 const CAUSE_NOTE = "The driver's error is the `cause` (it may quote SQL and values: log it only where payload data may be logged).";
 
-function persistenceFailed(context: FailureContext, operation: string, table: string | undefined, cause: unknown, reason: string) {
+function persistenceFailed(
+  context: FailureContext,
+  operation: string,
+  table: string | undefined,
+  cause: unknown,
+  reason: string,
+  alsoTable?: string,
+) {
   const nothing =
     operation === 'read' || operation === 'begin'
       ? 'Nothing was written.'
       : 'The transaction was rolled back, so nothing of it was written.';
   return new SagaPersistenceError(
     'PERSISTENCE_FAILED',
-    `${subject(context)}: ${what(operation, table)} failed (${reason}) while handling '${context.messageType}'. ${nothing} ${CAUSE_NOTE}`,
+    `${subject(context)}: ${what(operation, table, alsoTable)} failed (${reason}) while handling '${context.messageType}'. ${nothing} ${CAUSE_NOTE}`,
     details(context, { operation, table }),
     { cause },
   );
@@ -207,7 +214,7 @@ function uniqueViolation(context: FailureContext, failure: StatementFailure, cau
   const constraint = constraintOf(cause);
   return new SagaPersistenceError(
     'UNIQUE_VIOLATION',
-    `${subject(context)}: ${what(failure.operation, failure.table)} violates ${constraint ? `unique constraint ${constraint}` : `a unique constraint of ${failure.table}`} while handling '${context.messageType}': another row already holds a value this unit of work writes. This is not a race that a retry would resolve. The transaction was rolled back, so nothing of it was written; change the step or the data. ${CAUSE_NOTE}`,
+    `${subject(context)}: ${what(failure.operation, failure.table, failure.alsoTable)} violates ${constraint ? `unique constraint ${constraint}` : `a unique constraint of ${failure.table}`} while handling '${context.messageType}': another row already holds a value this unit of work writes. This is not a race that a retry would resolve. The transaction was rolled back, so nothing of it was written; change the step or the data. ${CAUSE_NOTE}`,
     details(context, { operation: failure.operation, table: failure.table, constraint }),
     { cause },
   );
@@ -218,8 +225,8 @@ function unreachable(context: FailureContext, failure: StatementFailure, cause: 
   return new SagaPersistenceError(
     'DATABASE_UNREACHABLE',
     cause instanceof Error && isPoolTimeout(cause)
-      ? `${subject(context)}: no connection of the pool to ${databaseOf(context)} came free within the pool's acquire timeout (${describe(cause)} after waiting ${failure.elapsedMs} ms, during ${what(failure.operation, failure.table)}) while handling '${context.messageType}'. ${nothing}. Every connection was in use: raise the pool's max or its timeout, or lower the concurrency of your callers and dispatchers; then handle the message again. ${CAUSE_NOTE}`
-      : `${subject(context)}: cannot reach ${databaseOf(context)} (${describe(cause)} after waiting ${failure.elapsedMs} ms, during ${what(failure.operation, failure.table)}) while handling '${context.messageType}'. ${nothing}. Check that the database runs and accepts connections there, and the host, port and timeouts of your ORM config; then handle the message again. ${CAUSE_NOTE}`,
+      ? `${subject(context)}: no connection of the pool to ${databaseOf(context)} came free within the pool's acquire timeout (${describe(cause)} after waiting ${failure.elapsedMs} ms, during ${what(failure.operation, failure.table, failure.alsoTable)}) while handling '${context.messageType}'. ${nothing}. Every connection was in use: raise the pool's max or its timeout, or lower the concurrency of your callers and dispatchers; then handle the message again. ${CAUSE_NOTE}`
+      : `${subject(context)}: cannot reach ${databaseOf(context)} (${describe(cause)} after waiting ${failure.elapsedMs} ms, during ${what(failure.operation, failure.table, failure.alsoTable)}) while handling '${context.messageType}'. ${nothing}. Check that the database runs and accepts connections there, and the host, port and timeouts of your ORM config; then handle the message again. ${CAUSE_NOTE}`,
     details(context, { operation: failure.operation, table: failure.table, waitedMs: failure.elapsedMs }),
     { cause },
   );

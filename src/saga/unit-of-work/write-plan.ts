@@ -15,7 +15,7 @@ import {
 } from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
-import { guardSagaVersion, updateSagaRow } from '../../sql/saga-statements.js';
+import { guardSagaVersion, type SagaRowChange, updateSagaRow, writeSagaRowAndStampTimer } from '../../sql/saga-statements.js';
 import {
   deleteAllPendingTimers,
   deletePendingTimers,
@@ -24,6 +24,7 @@ import {
   lockPendingTimers,
   replacePendingTimer,
   stampTimer,
+  type TimerStamp,
   type TimerWrite,
 } from '../../sql/timer-statements.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
@@ -44,6 +45,8 @@ export interface PlannedStatement {
   readonly run: (em: EntityManager, lockBound?: string, alone?: boolean) => Promise<number>;
   /** Whether `run` sends a lock bound it is given; the bound of a plan whose first statement does not is sent before it. */
   readonly takesLockBound?: boolean;
+  /** A second table the statement writes (the saga row's UPDATE that also stamps the delivered timer). */
+  readonly alsoTable?: string;
 }
 
 /** Another unit of work changed the saga between our read and our write. */
@@ -61,8 +64,10 @@ export class StatementFailure extends Error {
     override readonly cause: unknown,
     /** How long the statement ran before it failed, in milliseconds. */
     readonly elapsedMs: number,
+    /** A second table the statement wrote, when it wrote two. */
+    readonly alsoTable?: string,
   ) {
-    super(`${operation} ${table ?? ''} failed`);
+    super(`${operation} ${table ?? ''}${alsoTable ? ` and ${alsoTable}` : ''} failed`);
   }
 }
 
@@ -94,11 +99,16 @@ export interface SagaRowTarget {
  *    one name, and MikroORM would order a flush's INSERTs before its DELETEs;
  * 4. timer replacements in place, then inserts; 5. outbox rows; 6. the caller's message id.
  */
-export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget): PlannedStatement[] {
+export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget, updatesInWith = false): PlannedStatement[] {
   const statements: PlannedStatement[] = [];
-  const sagaStatement = sagaRowStatement(plan, target);
+  const several = writesSeveralTimerRows(plan);
+  const stamp = plan.timerStamp;
+  // 1 and 2 in one statement where the database allows it and nothing is locked between them.
+  const kind = plan.sagaRow.kind;
+  const together = updatesInWith && !several && (kind === 'update' || kind === 'guard') ? stamp : undefined;
+  const sagaStatement = sagaRowStatement(plan, target, together);
   if (sagaStatement) statements.push(sagaStatement);
-  if (writesSeveralTimerRows(plan)) {
+  if (several) {
     statements.push({
       operation: 'lock',
       table: 'saga_timer',
@@ -108,17 +118,7 @@ export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget): Plann
       },
     });
   }
-  const stamp = plan.timerStamp;
-  if (stamp) {
-    statements.push({
-      operation: 'update',
-      table: 'saga_timer',
-      run: async (em) => {
-        if ((await stampTimer(em, stamp.id, stamp.token, stamp.outcome, stamp.at)) !== 1) throw new StaleTimer();
-        return 0;
-      },
-    });
-  }
+  if (stamp && !together) statements.push(timerStampStatement(stamp));
   const { sagaType, sagaId, timerDeletes } = plan;
   const deletes = (run: PlannedStatement['run']): PlannedStatement => ({ operation: 'delete', table: 'saga_timer', run });
   if (timerDeletes.all) statements.push(deletes((em) => deleteAllPendingTimers(em, sagaType, sagaId)));
@@ -181,7 +181,7 @@ export async function runPlanStatements(
 ): Promise<WriteReport> {
   let timersCancelled = 0;
   let bound = lockBound;
-  const statements = statementsOf(plan, target);
+  const statements = statementsOf(plan, target, dialectOf(em).updatesInWith);
   const alone = ownTransaction && statements.length === 1;
   for (const statement of statements) {
     if (bound && !statement.takesLockBound) {
@@ -191,39 +191,63 @@ export async function runPlanStatements(
     }
     const carried = bound;
     bound = undefined;
-    const deleted = await runNamed(statement.operation, statement.table, () => statement.run(em, carried, alone));
+    const deleted = await runNamed(statement.operation, statement.table, () => statement.run(em, carried, alone), statement.alsoTable);
     if (statement.operation === 'delete') timersCancelled += deleted;
   }
   return { timersCancelled };
 }
 
 /** Runs `fn`; what it throws (other than the write phase's own signals) becomes a {@link StatementFailure}. */
-export async function runNamed<T>(operation: StatementOperation, table: string | undefined, fn: () => Promise<T>): Promise<T> {
+export async function runNamed<T>(
+  operation: StatementOperation,
+  table: string | undefined,
+  fn: () => Promise<T>,
+  alsoTable?: string,
+): Promise<T> {
   const started = performance.now();
   try {
     return await fn();
   } catch (error) {
     if (error instanceof VersionConflict || error instanceof StaleTimer || error instanceof StatementFailure) throw error;
-    throw new StatementFailure(operation, table, error, Math.round(performance.now() - started));
+    throw new StatementFailure(operation, table, error, Math.round(performance.now() - started), alsoTable);
   }
 }
 
-function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }: SagaRowTarget): PlannedStatement | undefined {
+/**
+ * The statement writing the saga row, which also stamps the delivered timer when `stamp` is given (a saga row
+ * that is updated or guarded; see `writeSagaRowAndStampTimer`). A statement that stamps the timer never carries
+ * COMMIT: a stale timer rolls back the saga row's write.
+ */
+function sagaRowStatement(
+  plan: UnitOfWorkPlan,
+  { state, meta, verifyUnchanged }: SagaRowTarget,
+  stamp?: TimerStamp,
+): PlannedStatement | undefined {
   const row = plan.sagaRow;
   const table = meta.tableName;
+  /** Writes the row (and the stamp) with the library's own statement; false when another unit changed the row first. */
+  const write = async (em: EntityManager, change: SagaRowChange, lockBound: string | undefined, alone: boolean) => {
+    if (!stamp) {
+      const written = () =>
+        change.columns === 'guard'
+          ? guardSagaVersion(em, meta, change.sagaId, change.loadedVersion, lockBound)
+          : updateSagaRow(em, meta, change.sagaId, change.loadedVersion, change.columns, lockBound);
+      return carryingCommit(em, alone, written);
+    }
+    const { sagaRow, stamped } = await writeSagaRowAndStampTimer(em, meta, change, stamp, lockBound);
+    if (sagaRow && !stamped) throw new StaleTimer();
+    return sagaRow;
+  };
+  const statement = { operation: 'update', table, takesLockBound: true, ...(stamp ? { alsoTable: TIMER_TABLE } : {}) } as const;
   switch (row.kind) {
     case 'none':
       return undefined;
     case 'guard':
       return {
-        operation: 'update',
-        table,
-        takesLockBound: true,
+        ...statement,
         run: async (em, lockBound, alone) => {
-          const guarded = await carryingCommit(em, alone === true, () =>
-            guardSagaVersion(em, meta, plan.sagaId, row.loadedVersion, lockBound),
-          );
-          if (!guarded) throw new VersionConflict();
+          const change = { sagaId: plan.sagaId, loadedVersion: row.loadedVersion, columns: 'guard' } as const;
+          if (!(await write(em, change, lockBound, alone === true))) throw new VersionConflict();
           return 0;
         },
       };
@@ -241,9 +265,7 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
       };
     case 'update':
       return {
-        operation: 'update',
-        table,
-        takesLockBound: true,
+        ...statement,
         run: async (em, lockBound, alone) => {
           verifyUnchanged?.();
           state!.version = row.version;
@@ -252,20 +274,31 @@ function sagaRowStatement(plan: UnitOfWorkPlan, { state, meta, verifyUnchanged }
           // a subscriber or a column needs it. Either way the row is guarded by the version read.
           const columns = plainRowUpdate(em, meta, state!);
           if (!columns) {
-            // MikroORM's flush sends the UPDATE: the bound goes first, on its own.
+            // MikroORM's flush sends the UPDATE: the bound goes first, on its own; the stamp after it.
             if (lockBound) await executeSql(em, lockBound, [], 'run');
             await em.flush();
+            if (stamp) await runNamed('update', TIMER_TABLE, () => stampOrStale(em, stamp));
             return 0;
           }
-          const updated = await carryingCommit(em, alone === true, () =>
-            updateSagaRow(em, meta, plan.sagaId, row.loadedVersion, columns, lockBound),
-          );
-          if (!updated) throw new VersionConflict();
+          const change = { sagaId: plan.sagaId, loadedVersion: row.loadedVersion, columns };
+          if (!(await write(em, change, lockBound, alone === true))) throw new VersionConflict();
           markWritten(em, state!);
           return 0;
         },
       };
   }
+}
+
+const TIMER_TABLE = 'saga_timer';
+
+/** The delivered timer's stamp, token-checked, as a statement of its own. */
+function timerStampStatement(stamp: TimerStamp): PlannedStatement {
+  return { operation: 'update', table: TIMER_TABLE, run: (em) => stampOrStale(em, stamp).then(() => 0) };
+}
+
+/** Stamps the delivered timer; throws {@link StaleTimer} when its claim no longer holds. */
+async function stampOrStale(em: EntityManager, stamp: TimerStamp): Promise<void> {
+  if ((await stampTimer(em, stamp)) !== 1) throw new StaleTimer();
 }
 
 /**
