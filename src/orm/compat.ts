@@ -370,6 +370,41 @@ export function commitWithNextStatement(em: EntityManager): boolean {
   return true;
 }
 
+/**
+ * Whether several statements can go to the database in one round trip as one string ({@link runStatementsTogether}):
+ * MikroORM 6 on PostgreSQL, whose simple query protocol runs them in order and answers each.
+ */
+export function runsStatementsTogether(em: EntityManager): boolean {
+  return knexClientOf(em)?.dialect === 'postgresql';
+}
+
+/**
+ * Sends `statements` to the database in one round trip, in `em`'s transaction (with what waits to go with the next
+ * statement), and answers each with its row count and rows. Only where {@link runsStatementsTogether}. The database
+ * runs them in order and stops at the first that fails, whose error this throws: the statements before it ran, so
+ * the transaction must be rolled back (or back to a savepoint set before them).
+ */
+export async function runStatementsTogether(
+  em: EntityManager,
+  statements: readonly { readonly sql: string; readonly params: readonly unknown[] }[],
+): Promise<{ readonly affectedRows: number; readonly rows: unknown[] }[]> {
+  const platform = em.getPlatform();
+  // MikroORM 6 formats parameters into the text it sends (`Platform.formatQuery`); formatted here, each statement's
+  // values are quoted as they would be sent alone, and the string carries no parameters (one simple query).
+  const sql = statements.map(({ sql, params }) => platform.formatQuery(sql, [...params])).join(';\n');
+  const answers = await executeSql<{ affectedRows: number; rows: unknown[] }[] | { affectedRows: number; rows: unknown[] }>(
+    em,
+    sql,
+    [],
+    'run',
+  );
+  const list = Array.isArray(answers) ? answers : [answers];
+  if (list.length !== statements.length) {
+    throw new Error(`${statements.length} statements sent together were answered with ${list.length} results`);
+  }
+  return list;
+}
+
 /** Whether `em`'s transaction ended with the statement that carried its COMMIT ({@link commitWithNextStatement}). */
 export function committedWithStatement(em: EntityManager): boolean {
   return heldContexts.get(em.getTransactionContext() as object)?.committed === true;

@@ -36,8 +36,19 @@ export async function updateSagaRow(
 }
 
 async function writeSagaRow(em: EntityManager, meta: EntityMetadata, change: SagaRowChange, lockBound?: string): Promise<boolean> {
+  const { sql, params } = sagaRowUpdate(em, meta, change, lockBound);
+  return (await runStatement(em, sql, params)) === 1;
+}
+
+/** The statement of {@link updateSagaRow} or {@link guardSagaVersion}: it wrote the row when it changed one row. */
+export function sagaRowUpdate(
+  em: EntityManager,
+  meta: EntityMetadata,
+  change: SagaRowChange,
+  lockBound?: string,
+): { readonly sql: string; readonly params: unknown[] } {
   const row = sagaRowStatement(em, meta, change, lockBound);
-  return (await runStatement(em, withQueries(row.with, row.sql), row.params)) === 1;
+  return { sql: withQueries(row.with, row.sql), params: row.params };
 }
 
 /** A saga row's versioned write: its changed columns, or `guard` (the row locked, its version checked, nothing changed). */
@@ -47,14 +58,21 @@ export interface SagaRowChange {
   readonly columns: readonly ColumnValue[] | 'guard';
 }
 
+/** What {@link writeSagaRowAndStampTimer} did. */
+export interface SagaRowAndStamp {
+  /** The saga row was written (false: another unit of work changed it first, and nothing was written). */
+  readonly sagaRow: boolean;
+  /** The timer was stamped (false: its claim was lost, or the saga row was not written). */
+  readonly stamped: boolean;
+}
+
 /**
  * The saga row's write ({@link updateSagaRow} or {@link guardSagaVersion}) and the stamp of the timer the unit
  * delivers (`stampTimer`), in one statement: one round trip instead of two (PostgreSQL, whose WITH queries can be
  * UPDATEs). The stamp reads the saga row's WITH query, so PostgreSQL runs the saga row's UPDATE, and takes its row
  * lock, before it meets the timer row: the lock order of two statements one after the other. When the saga row's
- * version check fails, the stamp changes nothing either.
- * @returns whether the saga row was written (false: another unit of work changed it first) and whether the timer
- * was stamped (false: it was cancelled, replaced or fired meanwhile, or the saga row was not written).
+ * version check fails, the stamp changes nothing either; when the timer's claim was lost, the saga row IS written,
+ * and the caller must roll it back.
  */
 export async function writeSagaRowAndStampTimer(
   em: EntityManager,
@@ -62,14 +80,34 @@ export async function writeSagaRowAndStampTimer(
   change: SagaRowChange,
   stamp: TimerStamp,
   lockBound?: string,
-): Promise<{ readonly sagaRow: boolean; readonly stamped: boolean }> {
+): Promise<SagaRowAndStamp> {
+  const { sql, params } = sagaRowAndStamp(em, meta, change, stamp, lockBound);
+  return readSagaRowAndStamp(await queryRows(em, sql, params));
+}
+
+/** The statement of {@link writeSagaRowAndStampTimer}; {@link readSagaRowAndStamp} reads its rows. */
+export function sagaRowAndStamp(
+  em: EntityManager,
+  meta: EntityMetadata,
+  change: SagaRowChange,
+  stamp: TimerStamp,
+  lockBound?: string,
+): { readonly sql: string; readonly params: unknown[] } {
   const row = sagaRowStatement(em, meta, change, lockBound, 'returning 1');
-  const timer = stampTimerStatement(stamp, 'exists (select 1 from "saga_row_written")');
+  // `num_nulls(...) = 1` says "pending" in a form PostgreSQL cannot match with the claim index's predicate
+  // (`dispatched_at is null`): matched, and without statistics on the table (a table just filled), it may scan every
+  // pending row's entry of that index, on `(available_at, id)`, to find one id, instead of the primary key's.
+  const timer = stampTimerStatement(stamp, 'exists (select 1 from "saga_row_written")', 'num_nulls("dispatched_at") = 1');
   const sql = withQueries(
     [...row.with, `"saga_row_written" as (${row.sql})`, `"saga_timer_stamped" as (${timer.sql} returning 1)`],
     'select (select count(*) from "saga_row_written")::int as "saga_rows", (select count(*) from "saga_timer_stamped")::int as "stamped"',
   );
-  const [counts] = await queryRows<{ saga_rows: number; stamped: number }>(em, sql, [...row.params, ...timer.params]);
+  return { sql, params: [...row.params, ...timer.params] };
+}
+
+/** What the rows of {@link sagaRowAndStamp}'s statement say. */
+export function readSagaRowAndStamp(rows: readonly unknown[]): SagaRowAndStamp {
+  const counts = rows[0] as { saga_rows?: number; stamped?: number } | undefined;
   return { sagaRow: counts?.saga_rows === 1, stamped: counts?.stamped === 1 };
 }
 

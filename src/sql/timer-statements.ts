@@ -142,11 +142,18 @@ export interface TimerStamp {
   readonly at: Date;
 }
 
-/** The UPDATE of {@link stampTimer}, with `condition` (SQL without parameters) added to its WHERE when given. */
-export function stampTimerStatement(stamp: TimerStamp, condition?: string): { readonly sql: string; readonly params: unknown[] } {
+/**
+ * The UPDATE of {@link stampTimer}, with `condition` (SQL without parameters) added to its WHERE when given.
+ * `pending` is how the WHERE says the timer is still pending (default `"dispatched_at" is null`).
+ */
+export function stampTimerStatement(
+  stamp: TimerStamp,
+  condition?: string,
+  pending = '"dispatched_at" is null',
+): { readonly sql: string; readonly params: unknown[] } {
   return {
     sql: `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
-     where "id" = ? and "token" = ? and "dispatched_at" is null${condition ? ` and ${condition}` : ''}`,
+     where "id" = ? and "token" = ? and ${pending}${condition ? ` and ${condition}` : ''}`,
     params: [stamp.at, stamp.outcome, stamp.id, stamp.token],
   };
 }

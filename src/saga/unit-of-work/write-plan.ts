@@ -15,7 +15,13 @@ import {
 } from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
-import { guardSagaVersion, type SagaRowChange, updateSagaRow, writeSagaRowAndStampTimer } from '../../sql/saga-statements.js';
+import {
+  guardSagaVersion,
+  type SagaRowChange,
+  sagaRowUpdate,
+  updateSagaRow,
+  writeSagaRowAndStampTimer,
+} from '../../sql/saga-statements.js';
 import {
   deleteAllPendingTimers,
   deletePendingTimers,
@@ -24,6 +30,7 @@ import {
   lockPendingTimers,
   replacePendingTimer,
   stampTimer,
+  stampTimerStatement,
   type TimerStamp,
   type TimerWrite,
 } from '../../sql/timer-statements.js';
@@ -47,6 +54,36 @@ export interface PlannedStatement {
   readonly takesLockBound?: boolean;
   /** A second table the statement writes (the saga row's UPDATE that also stamps the delivered timer). */
   readonly alsoTable?: string;
+  /**
+   * What `run` writes, as statements ready to be sent with other units' in one round trip instead; undefined when
+   * they cannot be (MikroORM's flush writes the row). Only the saga row's statement has it: a plan of that statement
+   * alone can be written so ({@link preparedWrite}).
+   */
+  readonly prepare?: (em: EntityManager) => PreparedWrite | undefined;
+}
+
+/**
+ * A unit's write as statements of the library's own, to be sent with other units' ({@link PlannedStatement.prepare}):
+ * the saga row's versioned UPDATE, and the delivered timer's stamp after it.
+ */
+export interface PreparedWrite {
+  readonly statements: readonly { readonly sql: string; readonly params: readonly unknown[] }[];
+  /**
+   * What the statements' answers (one each, in order) mean: `written`; `conflict` (another unit of work changed the
+   * saga row first, and nothing was written); `partial` (one statement changed its row and the other did not: the
+   * saga row without the stamp when the timer's claim was lost, or the reverse: the transaction must not commit it).
+   */
+  readonly read: (answers: readonly { readonly affectedRows: number }[]) => 'written' | 'conflict' | 'partial';
+  /** Tells the unit's EntityManager the row was written, once the write stands (as `run` does after its statement). */
+  readonly written: () => void;
+  /** Undoes what preparing changed on the unit's state (its version): the statements are not sent, `run` will write it. */
+  readonly cancel: () => void;
+}
+
+/** The write of a plan that is one statement with a {@link PlannedStatement.prepare}, prepared; undefined otherwise. */
+export function preparedWrite(em: EntityManager, plan: UnitOfWorkPlan, target: SagaRowTarget): PreparedWrite | undefined {
+  const statements = statementsOf(plan, target, dialectOf(em).updatesInWith);
+  return statements.length === 1 ? statements[0]!.prepare?.(em) : undefined;
 }
 
 /** Another unit of work changed the saga between our read and our write. */
@@ -238,19 +275,29 @@ function sagaRowStatement(
     if (sagaRow && !stamped) throw new StaleTimer();
     return sagaRow;
   };
+  const prepared = (em: EntityManager, change: SagaRowChange, written: () => void, cancel: () => void): PreparedWrite => {
+    const statements = [sagaRowUpdate(em, meta, change), ...(stamp ? [stampTimerStatement(stamp)] : [])];
+    const read = (answers: readonly { readonly affectedRows: number }[]) => {
+      const changed = answers.map((answer) => answer.affectedRows === 1);
+      return changed.every(Boolean) ? 'written' : changed.some(Boolean) ? 'partial' : 'conflict';
+    };
+    return { statements, written, cancel, read };
+  };
   const statement = { operation: 'update', table, takesLockBound: true, ...(stamp ? { alsoTable: TIMER_TABLE } : {}) } as const;
   switch (row.kind) {
     case 'none':
       return undefined;
-    case 'guard':
+    case 'guard': {
+      const guard = { sagaId: plan.sagaId, loadedVersion: row.loadedVersion, columns: 'guard' } as const;
       return {
         ...statement,
         run: async (em, lockBound, alone) => {
-          const change = { sagaId: plan.sagaId, loadedVersion: row.loadedVersion, columns: 'guard' } as const;
-          if (!(await write(em, change, lockBound, alone === true))) throw new VersionConflict();
+          if (!(await write(em, guard, lockBound, alone === true))) throw new VersionConflict();
           return 0;
         },
+        prepare: (em) => prepared(em, guard, nothing, nothing),
       };
+    }
     case 'insert':
       return {
         operation: 'insert',
@@ -285,11 +332,27 @@ function sagaRowStatement(
           markWritten(em, state!);
           return 0;
         },
+        prepare: (em) => {
+          verifyUnchanged?.();
+          const before = { version: state!.version, updatedAt: state!.updatedAt };
+          const cancel = () => Object.assign(state!, before);
+          state!.version = row.version;
+          state!.updatedAt = row.updatedAt;
+          const columns = plainRowUpdate(em, meta, state!);
+          if (!columns) {
+            cancel();
+            return undefined;
+          }
+          const change = { sagaId: plan.sagaId, loadedVersion: row.loadedVersion, columns };
+          return prepared(em, change, () => markWritten(em, state!), cancel);
+        },
       };
   }
 }
 
 const TIMER_TABLE = 'saga_timer';
+
+function nothing(): void {}
 
 /** The delivered timer's stamp, token-checked, as a statement of its own. */
 function timerStampStatement(stamp: TimerStamp): PlannedStatement {
