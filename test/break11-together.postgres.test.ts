@@ -234,4 +234,40 @@ describe.runIf(ORM_MAJOR === 6)('break11: units written together (postgresql, Mi
       await held.release().catch(() => undefined);
     }
   });
+
+  it('the connection of a group written together is killed while it waits: the units are written again and commit, nothing leaks', async () => {
+    const [free, heldKey] = ['free', 'held'].map((n) => uniqueKey(`b11-kill-${n}`)) as [string, string];
+    const blockerKey = uniqueKey('b11-kill-blocker');
+    const { gate, saga, runtime } = await setUp([blockerKey, free, heldKey], 2);
+    const held = await hold(heldKey);
+    try {
+      const { first, started, recording } = await asOneGroup(gate, runtime, saga, blockerKey, () => ({
+        free: runtime.handle(saga, { type: 'Do', key: free, inc: 1, gated: true }).catch((e: unknown) => e),
+        held: runtime.handle(saga, { type: 'Do', key: heldKey, inc: 1, gated: true }).catch((e: unknown) => e),
+      }));
+      await first;
+      const conn = db().orm.em.fork().getConnection();
+      const waiting = () =>
+        conn.execute<{ pid: number }[]>(
+          "select pid from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like ?",
+          [`%;\nupdate "scripted_saga"%${held.id}%`],
+        );
+      let pids = await waiting();
+      while (pids.length === 0) {
+        await drainContinuations();
+        pids = await waiting();
+      }
+      await conn.execute('select pg_terminate_backend(?)', [pids[0]!.pid]);
+      // The group is written again (a unit at a time) on another connection: it waits for the held row again.
+      while ((await lockWaits(db().orm)) < 1) await drainContinuations();
+      await held.release();
+      const results = { free: await started.free, held: await started.held };
+      recording.stop();
+      expect(results).toMatchObject({ free: { outcome: 'handled' }, held: { outcome: 'handled' } });
+      expect((await rowsOf(db().orm).saga(free))!.counter).toBe(1);
+      expect((await rowsOf(db().orm).saga(heldKey))!.counter).toBe(1);
+    } finally {
+      await held.release().catch(() => undefined);
+    }
+  });
 });
