@@ -388,14 +388,16 @@ export async function runStatementsTogether(
   em: EntityManager,
   statements: readonly { readonly sql: string; readonly params: readonly unknown[] }[],
 ): Promise<{ readonly affectedRows: number; readonly rows: unknown[] }[]> {
-  const platform = em.getPlatform();
-  // MikroORM 6 formats parameters into the text it sends (`Platform.formatQuery`); formatted here, each statement's
-  // values are quoted as they would be sent alone, and the string carries no parameters (one simple query).
-  const sql = statements.map(({ sql, params }) => platform.formatQuery(sql, [...params])).join(';\n');
+  // MikroORM 6 formats parameters into the text it sends (`Platform.formatQuery`), after the config's `onQuery` hook
+  // saw the SQL with its `?` placeholders: the statements go joined with all their parameters, so each value is
+  // quoted as it would be sent alone and the string carries no parameters (one simple query), while a hook that
+  // rewrites SQL text never sees (nor rewrites) a value, as for any statement sent alone.
+  const sql = statements.map((statement) => statement.sql).join(';\n');
+  const params = statements.flatMap((statement) => statement.params);
   const answers = await executeSql<{ affectedRows: number; rows: unknown[] }[] | { affectedRows: number; rows: unknown[] }>(
     em,
     sql,
-    [],
+    params,
     'run',
   );
   const list = Array.isArray(answers) ? answers : [answers];

@@ -1,0 +1,273 @@
+// break11: attacks on the group commit's "written together" path (src/saga/unit-of-work/group-commit.ts,
+// writeTogether) on MikroORM 6 + PostgreSQL. Harness copied from test/group-commit-together.postgres.test.ts.
+import type { MikroORM, Options } from '@mikro-orm/core';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { defineSaga, SagaRuntime } from '../src/index.js';
+import { ORM_MAJOR } from '../src/orm/compat.js';
+import { ScriptedSaga } from './fixtures/scripted-saga.js';
+import { drainContinuations } from './support/flush-hold.js';
+import { rowsOf } from './support/rows.js';
+import { deferred, uniqueKey, useDatabase } from './support/suite.js';
+
+type Msg = {
+  readonly key?: string;
+  readonly inc?: number;
+  readonly note?: string;
+  readonly schedule?: string;
+  readonly gated?: boolean;
+} & ({ readonly type: 'Start' } | { readonly type: 'Do' } | { readonly type: 'Tick' });
+
+function recordStatements(): { readonly sent: string[]; stop(): void } {
+  const sent: string[] = [];
+  const original = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const [query] = args as [string | { text?: string }];
+    sent.push(typeof query === 'string' ? query : (query?.text ?? ''));
+    return (original as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof original;
+  return {
+    sent,
+    stop: () => {
+      pg.Client.prototype.query = original;
+    },
+  };
+}
+
+class StepGate {
+  private entered = 0;
+  readonly all = deferred();
+  readonly go = deferred();
+  constructor(private readonly expected: number) {}
+  async enter(): Promise<void> {
+    if (++this.entered === this.expected) this.all.resolve();
+    await this.go.promise;
+  }
+}
+
+function gatedSaga(gate: StepGate) {
+  const act = async (saga: ScriptedSaga, message: Msg, ctx: { schedule: (...args: never[]) => void }) => {
+    if (message.gated) await gate.enter();
+    if (message.inc) saga.counter += message.inc;
+    if (message.note !== undefined) saga.log = message.note;
+    if (message.schedule)
+      (ctx.schedule as (name: string, after: number, m: Msg) => void)(message.schedule, 60_000, { type: 'Tick', inc: 1 });
+  };
+  return defineSaga<ScriptedSaga, Msg>({
+    name: 'scripted',
+    state: ScriptedSaga,
+    correlation: { property: 'key', from: { Start: (m) => m.key, Do: (m) => m.key } },
+    startedBy: ['Start'],
+    steps: { Start: act, Do: act, Tick: act },
+  });
+}
+
+async function lockWaits(orm: MikroORM): Promise<number> {
+  const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
+  const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
+  return row!.n;
+}
+
+describe.runIf(ORM_MAJOR === 6)('break11: units written together (postgresql, MikroORM 6)', () => {
+  const db = useDatabase('postgresql', [ScriptedSaga]);
+  const opened: MikroORM[] = [];
+  afterEach(async () => {
+    for (const orm of opened.splice(0)) await orm.close();
+  });
+
+  async function hold(key: string) {
+    const holder = await db().openAnother({ pool: { min: 1, max: 1 } });
+    opened.push(holder);
+    const held = holder.em.fork();
+    await held.begin();
+    const id = (await rowsOf(db().orm).saga(key))!.id;
+    await held.getConnection().execute('select 1 from scripted_saga where id = ? for update', [id], 'all', held.getTransactionContext());
+    return { id, release: () => held.rollback() };
+  }
+
+  /** As in group-commit-together: `units` reach one group while a first unit on `blockerKey` waits alone. */
+  async function asOneGroup<T>(
+    gate: StepGate,
+    runtime: SagaRuntime,
+    saga: ReturnType<typeof gatedSaga>,
+    blockerKey: string,
+    units: () => T,
+    note?: string,
+  ) {
+    const blocker = await hold(blockerKey);
+    const before = await lockWaits(db().orm);
+    const first = runtime.handle(saga, { type: 'Do', key: blockerKey, inc: 1, ...(note === undefined ? {} : { note }) });
+    while ((await lockWaits(db().orm)) < before + 1) await drainContinuations();
+    const started = units();
+    await gate.all.promise;
+    gate.go.resolve();
+    await drainContinuations();
+    await drainContinuations();
+    const recording = recordStatements();
+    await blocker.release();
+    return { first, started, recording };
+  }
+
+  async function setUp(keys: readonly string[], gated: number, overrides: Partial<Options> = {}, lockTimeoutMs = 60_000) {
+    const gate = new StepGate(gated);
+    const saga = gatedSaga(gate);
+    const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
+    for (const key of keys) await plain.handle(saga, { type: 'Start', key });
+    const orm = await db().openAnother(overrides);
+    opened.push(orm);
+    const runtime = new SagaRuntime({
+      em: orm.em,
+      sagas: [saga],
+      groupCommit: { maxGroups: 1, lockTimeoutMs },
+      concurrency: { baseDelayMs: 0 },
+    });
+    return { gate, saga, plain, runtime };
+  }
+
+  const together = (sent: readonly string[]) =>
+    sent.filter(
+      (sql) =>
+        /^begin; select set_config\(/.test(sql) &&
+        /update (?:"public"\.)?"scripted_saga"[\s\S]*;\nupdate (?:"public"\.)?"scripted_saga"/.test(sql),
+    );
+
+  it('hostile text values written together are stored exactly as given', async () => {
+    const hostile = [
+      `'; update scripted_saga set counter = 999; --`,
+      `back\\slash \\' \\\\ end\\`,
+      `? ?? \\? $1 $2 :name :1 %s`,
+      `$$ dollar $tag$ */ /* -- ;\n; select 1;`,
+      `unicode ü 漢字 🎉 \u2028 \u202e rtl`,
+      `{"json":"odd","k\\"ey":[1,"?"]}`,
+      'x'.repeat(200_000),
+    ];
+    const keys = hostile.map((_, i) => uniqueKey(`b11-hostile-${i}`));
+    const blockerKey = uniqueKey('b11-hostile-blocker');
+    const { gate, saga, runtime } = await setUp([blockerKey, ...keys], keys.length);
+    const { first, started, recording } = await asOneGroup(gate, runtime, saga, blockerKey, () =>
+      keys.map((key, i) => runtime.handle(saga, { type: 'Do', key, note: hostile[i]!, inc: 1, gated: true })),
+    );
+    await first;
+    const results = await Promise.all(started);
+    recording.stop();
+    expect(results.map((r) => r.outcome)).toEqual(keys.map(() => 'handled'));
+    expect(together(recording.sent)).toHaveLength(1);
+    for (const [i, key] of keys.entries()) {
+      const row = await rowsOf(db().orm).saga(key);
+      expect(row!.log).toBe(hostile[i]);
+      expect(row!.counter).toBe(1);
+    }
+  });
+
+  it('an onQuery hook that qualifies the table name does not rewrite the state values written together', async () => {
+    // A hook of MikroORM 6 (`onQuery(sql, params)`) sees SQL with `?` placeholders and the values as params, for
+    // every statement MikroORM or this library sends alone: it cannot touch values. Written together, the values are
+    // already formatted into the text the hook gets.
+    const onQuery = (sql: string) => sql.replaceAll('"scripted_saga"', '"public"."scripted_saga"');
+    const keys = ['a', 'b'].map((n) => uniqueKey(`b11-onquery-${n}`));
+    const blockerKey = uniqueKey('b11-onquery-blocker');
+    const note = 'the row of table "scripted_saga" said: hi';
+    const { gate, saga, runtime } = await setUp([blockerKey, ...keys], keys.length, { onQuery } as Partial<Options>);
+    const { first, started, recording } = await asOneGroup(
+      gate,
+      runtime,
+      saga,
+      blockerKey,
+      () => keys.map((key) => runtime.handle(saga, { type: 'Do', key, note, gated: true })),
+      note,
+    );
+    await first;
+    await Promise.all(started);
+    recording.stop();
+    expect(together(recording.sent).length).toBeGreaterThan(0);
+    // Control: the same hook and value, written by a unit alone (values as params to the hook): verbatim.
+    expect((await rowsOf(db().orm).saga(blockerKey))!.log).toBe(note);
+    for (const key of keys) expect((await rowsOf(db().orm).saga(key))!.log).toBe(note);
+  });
+
+  it('a NUL byte in one unit state: that unit fails alone, typed, without its values in the message; the others commit', async () => {
+    const keys = ['a', 'b'].map((n) => uniqueKey(`b11-nul-${n}`));
+    const blockerKey = uniqueKey('b11-nul-blocker');
+    const { gate, saga, runtime } = await setUp([blockerKey, ...keys], 2);
+    const { first, started, recording } = await asOneGroup(gate, runtime, saga, blockerKey, () => [
+      runtime.handle(saga, { type: 'Do', key: keys[0]!, note: 'secret-payload\u0000tail', gated: true }).catch((e: unknown) => e),
+      runtime.handle(saga, { type: 'Do', key: keys[1]!, note: 'fine', inc: 1, gated: true }),
+    ]);
+    await first;
+    const [bad, good] = await Promise.all(started);
+    recording.stop();
+    expect(good).toMatchObject({ outcome: 'handled' });
+    // The step's state is refused before anything is written (SagaValidationError), not by the database.
+    expect(bad).toBeInstanceOf(Error);
+    expect((bad as Error).message).not.toContain('secret-payload');
+    expect((await rowsOf(db().orm).saga(keys[1]!))!.log).toBe('fine');
+    expect((await rowsOf(db().orm).saga(keys[0]!))!.log).toBe('');
+  });
+
+  it('a row held by another transaction: the group waits for it at most lockTimeoutMs once, not once per way of writing', async () => {
+    // docs/guarantees.md: "a group transaction waits at most groupCommit.lockTimeoutMs ... for a row lock. A unit that
+    // waits longer is rolled back to its savepoint ... the others commit". Counted here as the number of times the
+    // group sends the held saga's UPDATE before the group's COMMIT: each is one full lock-timeout wait.
+    const [free, heldKey] = ['free', 'held'].map((n) => uniqueKey(`b11-lockwait-${n}`)) as [string, string];
+    const blockerKey = uniqueKey('b11-lockwait-blocker');
+    const { gate, saga, runtime } = await setUp([blockerKey, free, heldKey], 2, {}, 300);
+    const held = await hold(heldKey);
+    try {
+      const { first, started, recording } = await asOneGroup(gate, runtime, saga, blockerKey, () => ({
+        free: runtime.handle(saga, { type: 'Do', key: free, inc: 1, gated: true }),
+        held: runtime.handle(saga, { type: 'Do', key: heldKey, inc: 1, gated: true }),
+      }));
+      await first;
+      const freeResult = await started.free;
+      const sentBeforeFreeCommitted = [...recording.sent];
+      await held.release();
+      await started.held;
+      recording.stop();
+      expect(freeResult).toMatchObject({ outcome: 'handled' });
+      const commit = sentBeforeFreeCommitted.lastIndexOf('commit');
+      const waitsOnHeld = sentBeforeFreeCommitted
+        .slice(0, commit)
+        .filter((sql) => sql.includes(`'${held.id}'`) && /update "scripted_saga"/.test(sql));
+      if (waitsOnHeld.length !== 1) console.log(waitsOnHeld.map((sql) => sql.slice(0, 300)));
+      expect(waitsOnHeld).toHaveLength(1);
+    } finally {
+      await held.release().catch(() => undefined);
+    }
+  });
+
+  it('the connection of a group written together is killed while it waits: the units are written again and commit, nothing leaks', async () => {
+    const [free, heldKey] = ['free', 'held'].map((n) => uniqueKey(`b11-kill-${n}`)) as [string, string];
+    const blockerKey = uniqueKey('b11-kill-blocker');
+    const { gate, saga, runtime } = await setUp([blockerKey, free, heldKey], 2);
+    const held = await hold(heldKey);
+    try {
+      const { first, started, recording } = await asOneGroup(gate, runtime, saga, blockerKey, () => ({
+        free: runtime.handle(saga, { type: 'Do', key: free, inc: 1, gated: true }).catch((e: unknown) => e),
+        held: runtime.handle(saga, { type: 'Do', key: heldKey, inc: 1, gated: true }).catch((e: unknown) => e),
+      }));
+      await first;
+      const conn = db().orm.em.fork().getConnection();
+      const waiting = () =>
+        conn.execute<{ pid: number }[]>(
+          "select pid from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like ?",
+          [`%;\nupdate "scripted_saga"%${held.id}%`],
+        );
+      let pids = await waiting();
+      while (pids.length === 0) {
+        await drainContinuations();
+        pids = await waiting();
+      }
+      await conn.execute('select pg_terminate_backend(?)', [pids[0]!.pid]);
+      // The group is written again (a unit at a time) on another connection: it waits for the held row again.
+      while ((await lockWaits(db().orm)) < 1) await drainContinuations();
+      await held.release();
+      const results = { free: await started.free, held: await started.held };
+      recording.stop();
+      expect(results).toMatchObject({ free: { outcome: 'handled' }, held: { outcome: 'handled' } });
+      expect((await rowsOf(db().orm).saga(free))!.counter).toBe(1);
+      expect((await rowsOf(db().orm).saga(heldKey))!.counter).toBe(1);
+    } finally {
+      await held.release().catch(() => undefined);
+    }
+  });
+});
