@@ -93,7 +93,8 @@ export class GroupCommit {
 
   constructor(root: EntityManager, limits: GroupLimits) {
     this.prelude = dialectOf(root).name === 'postgresql' ? lockTimeoutSql(limits.lockTimeoutMs) : undefined;
-    this.batcher = new UnitBatcher((units) => writeGroup(root, units, this.prelude), {
+    const lockTimeoutMs = this.prelude ? limits.lockTimeoutMs : undefined;
+    this.batcher = new UnitBatcher((units) => writeGroup(root, units, this.prelude, lockTimeoutMs), {
       maxItems: limits.maxUnits,
       maxBatches: limits.maxGroups,
     });
@@ -165,15 +166,26 @@ export function lockTimeoutSql(timeoutMs: number): string {
  * PostgreSQL lock timeout) runs first in the transaction: a unit that then waits past it for a row fails with
  * {@link LeftGroup}, rolled back alone.
  */
-export async function writeGroup(root: EntityManager, units: readonly UnitWrite[], prelude?: string): Promise<ItemOutcome<WriteReport>[]> {
+export async function writeGroup(
+  root: EntityManager,
+  units: readonly UnitWrite[],
+  prelude?: string,
+  lockTimeoutMs?: number,
+): Promise<ItemOutcome<WriteReport>[]> {
   if (units.length === 1) {
     const { em, plan, target } = units[0]!;
     // The lock bound goes with the saga row's UPDATE when the library sends it (one round trip less), else first.
     const outcome = await settle(writePlan(em, plan, target, prelude));
     return [prelude ? leftGroupIfLockWait(outcome) : outcome];
   }
+  const started = performance.now();
   const together = await writeTogether(root, units, prelude);
-  if (together) return together;
+  if (Array.isArray(together)) return together;
+  if (together === 'lock wait' && lockTimeoutMs !== undefined) {
+    // The attempt waited out the group's lock bound on a row another transaction holds: written again, the group
+    // waits only what is left of that bound, so a unit that waits again leaves the group at once.
+    prelude = lockTimeoutSql(Math.max(1, lockTimeoutMs - Math.ceil(performance.now() - started)));
+  }
   const group = freshFork(root);
   try {
     await runNamed('begin', undefined, () => beginUnit(group));
@@ -220,7 +232,8 @@ export async function writeGroup(root: EntityManager, units: readonly UnitWrite[
  * group cannot go this way or must not commit as it went: a unit of another shape, a statement that failed
  * (PostgreSQL stops at it; the transaction is rolled back), a unit whose statements changed some of their rows but
  * not all (a delivered timer whose claim was lost; a stamp whose saga row changed meanwhile). The caller then writes
- * the group a unit at a time, each in its savepoint, where each unit's failure is its own.
+ * the group a unit at a time, each in its savepoint, where each unit's failure is its own. `lock wait`: the
+ * statements waited out the group's lock bound on a row another transaction holds (which unit waited is not known).
  * Two statements per unit, not the one of `writeSagaRowAndStampTimer`: PostgreSQL plans and runs those WITH queries
  * at about twice the cost of the two UPDATEs, which here ride in one round trip anyway.
  */
@@ -228,7 +241,7 @@ async function writeTogether(
   root: EntityManager,
   units: readonly UnitWrite[],
   prelude: string | undefined,
-): Promise<ItemOutcome<WriteReport>[] | undefined> {
+): Promise<ItemOutcome<WriteReport>[] | 'lock wait' | undefined> {
   if (!runsStatementsTogether(root)) return undefined;
   const order = lockOrder(units);
   const writes: PreparedWrite[] = [];
@@ -261,9 +274,10 @@ async function writeTogether(
       group,
       writes.flatMap((write) => write.statements),
     );
-  } catch {
+  } catch (error) {
     await rollbackUnit(group).catch(() => undefined);
-    return notTogether();
+    notTogether();
+    return isLockWait(error) ? 'lock wait' : undefined;
   }
   let next = 0;
   const read = writes.map((write) => {
