@@ -1,6 +1,6 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { type ColumnValue, columnOf, queryRows, runStatement, tableOf } from '../orm/compat.js';
-import { stampTimerStatement, type TimerStamp } from './timer-statements.js';
+import { PENDING_BY_ID, stampTimerStatement, type TimerStamp } from './timer-statements.js';
 
 /**
  * Confirms, inside the caller's transaction, that the saga row still has the version the step decided
@@ -94,10 +94,7 @@ export function sagaRowAndStamp(
   lockBound?: string,
 ): { readonly sql: string; readonly params: unknown[] } {
   const row = sagaRowStatement(em, meta, change, lockBound, 'returning 1');
-  // `num_nulls(...) = 1` says "pending" in a form PostgreSQL cannot match with the claim index's predicate
-  // (`dispatched_at is null`): matched, and without statistics on the table (a table just filled), it may scan every
-  // pending row's entry of that index, on `(available_at, id)`, to find one id, instead of the primary key's.
-  const timer = stampTimerStatement(stamp, 'exists (select 1 from "saga_row_written")', 'num_nulls("dispatched_at") = 1');
+  const timer = stampTimerStatement(stamp, 'exists (select 1 from "saga_row_written")', PENDING_BY_ID);
   const sql = withQueries(
     [...row.with, `"saga_row_written" as (${row.sql})`, `"saga_timer_stamped" as (${timer.sql} returning 1)`],
     'select (select count(*) from "saga_row_written")::int as "saga_rows", (select count(*) from "saga_timer_stamped")::int as "stamped"',

@@ -143,6 +143,14 @@ export interface TimerStamp {
 }
 
 /**
+ * "Still pending" for a statement that finds its timer by id, on PostgreSQL: in a form PostgreSQL cannot match with
+ * the claim index's predicate (`dispatched_at is null`). Matched, and without statistics on the table (a table just
+ * filled), it may scan every pending row's entry of that index, on `(available_at, id)`, to find one id, instead of
+ * looking it up by primary key (0.3 ms against 0.03 with 2,000 pending timers, growing with the backlog).
+ */
+export const PENDING_BY_ID = 'num_nulls("dispatched_at") = 1';
+
+/**
  * The UPDATE of {@link stampTimer}, with `condition` (SQL without parameters) added to its WHERE when given.
  * `pending` is how the WHERE says the timer is still pending (default `"dispatched_at" is null`).
  */

@@ -28,6 +28,7 @@ import {
   deletePendingTimersOfOtherSteps,
   insertTimers,
   lockPendingTimers,
+  PENDING_BY_ID,
   replacePendingTimer,
   stampTimer,
   stampTimerStatement,
@@ -276,7 +277,8 @@ function sagaRowStatement(
     return sagaRow;
   };
   const prepared = (em: EntityManager, change: SagaRowChange, written: () => void, cancel: () => void): PreparedWrite => {
-    const statements = [sagaRowUpdate(em, meta, change), ...(stamp ? [stampTimerStatement(stamp)] : [])];
+    // Prepared writes go to PostgreSQL only (`runsStatementsTogether`).
+    const statements = [sagaRowUpdate(em, meta, change), ...(stamp ? [stampTimerStatement(stamp, undefined, PENDING_BY_ID)] : [])];
     const read = (answers: readonly { readonly affectedRows: number }[]) => {
       const changed = answers.map((answer) => answer.affectedRows === 1);
       return changed.every(Boolean) ? 'written' : changed.some(Boolean) ? 'partial' : 'conflict';
