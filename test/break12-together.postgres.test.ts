@@ -176,4 +176,58 @@ describe.runIf(ORM_MAJOR === 6)('break12: units written together (postgresql, Mi
       }
     });
   }
+
+  it('a deadlock with an application transaction after the group waited: written again, the group waits only what is left of lockTimeoutMs', async () => {
+    // docs/guarantees.md: a group waits at most groupCommit.lockTimeoutMs for a row another transaction holds. The
+    // statements written together lock the first unit's row, then wait for the second's, which an application
+    // transaction holds; that transaction then asks for the first row: PostgreSQL's deadlock check (deadlock_timeout,
+    // 1 s by default, 10 s for the application's session here) ends the group's statement with 40P01 after ~1 s of
+    // waiting. The group is written again a unit at a time: as after a lock wait (break11), it should get only what
+    // is left of the bound, not the full bound again (a held row then costs the group ~2.5 s for a 1.5 s bound).
+    const lockTimeoutMs = 1500;
+    const keys = ['a', 'b'].map((n) => uniqueKey(`b12-deadlock-${n}`));
+    const blockerKey = uniqueKey('b12-deadlock-blocker');
+    const { gate, saga, runtime } = await setUp([blockerKey, ...keys], 2, {}, lockTimeoutMs);
+    const ids = await Promise.all(keys.map(async (key) => (await rowsOf(db().orm).saga(key))!.id));
+    const [firstId, secondId] = [...ids].sort();
+    const app = await db().openAnother({ pool: { min: 1, max: 1 } });
+    opened.push(app);
+    const tx = app.em.fork();
+    await tx.begin();
+    const run = (sql: string, params: unknown[] = []) => tx.getConnection().execute(sql, params, 'all', tx.getTransactionContext());
+    await run("set local deadlock_timeout = '10s'");
+    await run('select 1 from scripted_saga where id = ? for update', [secondId]);
+    try {
+      const { first, started, recording } = await asOneGroup(gate, runtime, saga, blockerKey, () =>
+        keys.map((key) => runtime.handle(saga, { type: 'Do', key, inc: 1, gated: true })),
+      );
+      await first;
+      // The group's joined statement waits for the second row (the first already locked by it).
+      const conn = db().orm.em.fork().getConnection();
+      const groupWaiting = async () =>
+        (
+          await conn.execute<{ n: number }[]>(
+            "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'begin; select set_config(%'",
+          )
+        )[0]!.n;
+      while ((await groupWaiting()) === 0) await drainContinuations();
+      // The application asks for the first row: a cycle; the group's deadlock check ends the group's statement.
+      const appLocked = run('select 1 from scripted_saga where id = ? for update', [firstId]);
+      await appLocked;
+      const bounds = () =>
+        recording.sent.flatMap((sql) => [...sql.matchAll(/else '(\d+)ms' end, true\)/g)].map((match) => Number(match[1])));
+      while (bounds().length < 2) await drainContinuations();
+      const seen = bounds();
+      await tx.rollback();
+      const results = await Promise.all(started);
+      recording.stop();
+      expect(results.map((r) => r.outcome)).toEqual(['handled', 'handled']);
+      for (const key of keys) expect((await rowsOf(db().orm).saga(key))!.counter).toBe(1);
+      expect(seen[0]).toBe(lockTimeoutMs);
+      // What should happen: the second bound is what is left after ~1 s of waiting (at most ~500 ms).
+      expect(seen[1]).toBeLessThan(lockTimeoutMs - 500);
+    } finally {
+      await tx.rollback().catch(() => undefined);
+    }
+  });
 });
