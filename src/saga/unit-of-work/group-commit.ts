@@ -3,6 +3,7 @@ import { dialectOf } from '../../dialect/dialect-adapter.js';
 import {
   beginUnit,
   commitUnit,
+  conflictKind,
   freshFork,
   isLockWait,
   joinTransaction,
@@ -233,7 +234,8 @@ export async function writeGroup(
  * (PostgreSQL stops at it; the transaction is rolled back), a unit whose statements changed some of their rows but
  * not all (a delivered timer whose claim was lost; a stamp whose saga row changed meanwhile). The caller then writes
  * the group a unit at a time, each in its savepoint, where each unit's failure is its own. `lock wait`: the
- * statements waited out the group's lock bound on a row another transaction holds (which unit waited is not known).
+ * statements waited out the group's lock bound on a row another transaction holds, or waited for one until a deadlock
+ * with that transaction ended them (which unit waited is not known).
  * Two statements per unit, not the one of `writeSagaRowAndStampTimer`: PostgreSQL plans and runs those WITH queries
  * at about twice the cost of the two UPDATEs, which here ride in one round trip anyway.
  */
@@ -277,7 +279,9 @@ async function writeTogether(
   } catch (error) {
     await rollbackUnit(group).catch(() => undefined);
     notTogether();
-    return isLockWait(error) ? 'lock wait' : undefined;
+    // A deadlock, too, ended a wait for a row another transaction held (PostgreSQL checks after deadlock_timeout,
+    // 1 s by default): written again, the group gets only what is left of its bound, as after a lock wait.
+    return isLockWait(error) || conflictKind(error) === 'deadlock' ? 'lock wait' : undefined;
   }
   let next = 0;
   const read = writes.map((write) => {
