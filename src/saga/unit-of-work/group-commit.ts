@@ -6,6 +6,7 @@ import {
   conflictKind,
   freshFork,
   isLockWait,
+  isRefusedByServer,
   joinTransaction,
   leaveTransaction,
   queryRows,
@@ -60,9 +61,27 @@ export interface GroupLimits {
  * holds no other unit and waits for the row as long as the connection's own settings let it.
  */
 export class LeftGroup extends Error {
-  constructor(override readonly cause: unknown) {
-    super('a row this unit of work writes is locked by another transaction; it left its group');
+  constructor(
+    override readonly cause: unknown,
+    reason = 'a row this unit of work writes is locked by another transaction; it left its group',
+  ) {
+    super(reason);
   }
+}
+
+/**
+ * What the units a refused group COMMIT carried get. The database refused it (a deferred constraint, a serialization
+ * failure: an error it answered with), so nothing of the group was written; the refusal may be one unit's alone, and
+ * the others would have committed on their own. Each leaves the group ({@link LeftGroup}): the runtime runs it again,
+ * from its read, in a transaction of its own, where a refusal is that unit's own failure. A COMMIT that failed
+ * otherwise (the connection) may have been applied: its units get that failure, an unknown outcome.
+ */
+function commitFailure(error: unknown, carried: number): ItemOutcome<never> {
+  const cause = error instanceof StatementFailure ? error.cause : error;
+  if (carried > 1 && isRefusedByServer(cause)) {
+    return failure(new LeftGroup(error, "the group's COMMIT was refused; the unit of work is written again alone"));
+  }
+  return failure(error);
 }
 
 /** The write phase of one unit of work, ready to run: the step ran and its writes are planned. */
@@ -219,8 +238,9 @@ export async function writeGroup(
   } catch (error) {
     await rollbackUnit(group).catch(() => undefined);
     // Every unit COMMIT carried gets what a unit alone gets from a failed COMMIT ("outcome unknown" where a COMMIT can
-    // fail after applying); the units rolled back to their savepoints were never part of what COMMIT carried.
-    for (const index of carried) outcomes[index] = failure(error);
+    // fail after applying), or is written again alone when the database refused it; the units rolled back to their
+    // savepoints were never part of what COMMIT carried.
+    for (const index of carried) outcomes[index] = commitFailure(error, carried.length);
   }
   return outcomes.map((outcome) => outcome ?? failure(new Error('unit not written')));
 }
@@ -305,7 +325,7 @@ async function writeTogether(
     await runNamed('commit', undefined, () => commitUnit(group));
   } catch (error) {
     await rollbackUnit(group).catch(() => undefined);
-    for (const index of written) outcomes[index] = failure(error);
+    for (const index of written) outcomes[index] = commitFailure(error, written.length);
   }
   return outcomes;
 }
