@@ -7,23 +7,13 @@ import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { drainContinuations, FlushHold } from './support/flush-hold.js';
 import { rowsOf } from './support/rows.js';
-import { deferred, uniqueKey, useDatabase } from './support/suite.js';
+import { StepGate } from './support/step-gate.js';
+import { uniqueKey, useDatabase } from './support/suite.js';
 
 type GroupMessage = { readonly key?: string; readonly inc?: number; readonly gated?: boolean } & (
   | { readonly type: 'Start' }
   | { readonly type: 'Do' }
 );
-
-class StepGate {
-  private entered = 0;
-  readonly all = deferred();
-  readonly go = deferred();
-  constructor(private readonly expected: number) {}
-  async enter(): Promise<void> {
-    if (++this.entered === this.expected) this.all.resolve();
-    await this.go.promise;
-  }
-}
 
 function groupSaga(gate: StepGate) {
   const act = async (saga: ScriptedSaga, message: GroupMessage) => {

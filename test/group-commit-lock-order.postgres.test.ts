@@ -12,7 +12,8 @@ import { markDeliveriesStarted, renewLeases } from '../src/sql/dispatch-statemen
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations, FlushHold } from './support/flush-hold.js';
 import { rowsOf } from './support/rows.js';
-import { deferred, uniqueKey, useDatabase } from './support/suite.js';
+import { StepGate } from './support/step-gate.js';
+import { uniqueKey, useDatabase } from './support/suite.js';
 
 type Msg = MsgFields & ({ readonly type: 'Start' } | { readonly type: 'Do' } | { readonly type: 'Tick' });
 type MsgFields = {
@@ -22,17 +23,6 @@ type MsgFields = {
   readonly schedule?: boolean;
   readonly cancel?: boolean;
 };
-
-class StepGate {
-  private entered = 0;
-  readonly all = deferred();
-  readonly go = deferred();
-  constructor(private readonly expected: number) {}
-  async enter(): Promise<void> {
-    if (++this.entered === this.expected) this.all.resolve();
-    await this.go.promise;
-  }
-}
 
 function saga(gate: StepGate) {
   const act = async (state: ScriptedSaga, message: Msg, ctx: { schedule: (...args: never[]) => void }) => {

@@ -4,16 +4,16 @@
 // failing statement failing their unit alone (the group is then written again, a unit at a time), nothing of a
 // failed unit written. On MikroORM 7 the same groups are written a unit at a time: the outcomes are the same.
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
 import type { MikroORM } from '@mikro-orm/core';
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, SagaPersistenceError, SagaRuntime, type TimerDelivery } from '../src/index.js';
 import { ORM_MAJOR } from '../src/orm/compat.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
+import { lockWaits, recordStatements } from './support/pg-statements.js';
 import { refuseInserts, rowsOf } from './support/rows.js';
-import { deferred, uniqueKey, useDatabase } from './support/suite.js';
+import { StepGate } from './support/step-gate.js';
+import { uniqueKey, useDatabase } from './support/suite.js';
 
 type Msg = {
   readonly key?: string;
@@ -23,37 +23,6 @@ type Msg = {
   /** After the gate, the step waits a turn of the event loop more: its unit reaches the group after the others. */
   readonly later?: boolean;
 } & ({ readonly type: 'Start' } | { readonly type: 'Do' } | { readonly type: 'Tick' });
-
-/** The pg module MikroORM's driver uses (the MikroORM 7 leg has its own copy). */
-const driverPg: typeof pg =
-  ORM_MAJOR === 6 ? pg : (createRequire(new URL('../legs/mikro-orm-7/package.json', import.meta.url))('pg') as typeof pg);
-
-/** Records the SQL texts the driver's pg clients send until the returned function is called. */
-function recordStatements(): { readonly sent: string[]; stop(): void } {
-  const sent: string[] = [];
-  const original = driverPg.Client.prototype.query;
-  driverPg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const [query] = args as [string | { text?: string }];
-    sent.push(typeof query === 'string' ? query : (query?.text ?? ''));
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof original;
-  const stop = () => {
-    driverPg.Client.prototype.query = original;
-  };
-  return { sent, stop };
-}
-
-/** Counts the gated steps that started and lets them all go on at once. */
-class StepGate {
-  private entered = 0;
-  readonly all = deferred();
-  readonly go = deferred();
-  constructor(private readonly expected: number) {}
-  async enter(): Promise<void> {
-    if (++this.entered === this.expected) this.all.resolve();
-    await this.go.promise;
-  }
-}
 
 function gatedSaga(gate: StepGate) {
   const act = async (saga: ScriptedSaga, message: Msg, ctx: { schedule: (...args: never[]) => void }) => {
@@ -70,12 +39,6 @@ function gatedSaga(gate: StepGate) {
     startedBy: ['Start'],
     steps: { Start: act, Do: act, Tick: act },
   });
-}
-
-async function lockWaits(orm: MikroORM): Promise<number> {
-  const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
-  const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
-  return row!.n;
 }
 
 describe('a group of one-statement units written together (postgresql)', () => {

@@ -9,7 +9,8 @@ import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { drainContinuations, FlushHold } from './support/flush-hold.js';
 import { rowsOf } from './support/rows.js';
-import { deferred, uniqueKey, useDatabase } from './support/suite.js';
+import { StepGate } from './support/step-gate.js';
+import { uniqueKey, useDatabase } from './support/suite.js';
 import { CommitDroppingProxy } from './support/tcp-proxy.js';
 
 type GroupMessage = GroupFields & ({ readonly type: 'Start' } | { readonly type: 'Do' } | { readonly type: 'Tick' });
@@ -22,18 +23,6 @@ interface GroupFields {
   readonly schedule?: string;
   /** The step waits on the test's gate (after the instance was read), so units reach their write phase together. */
   readonly gated?: boolean;
-}
-
-/** Counts the gated steps that started and lets them all go on at once. */
-class StepGate {
-  private entered = 0;
-  readonly all = deferred();
-  readonly go = deferred();
-  constructor(private readonly expected: number) {}
-  async enter(): Promise<void> {
-    if (++this.entered === this.expected) this.all.resolve();
-    await this.go.promise;
-  }
 }
 
 function groupSaga(gate: StepGate) {

@@ -13,6 +13,7 @@ import { createDatabaseContext } from '../src/sql/database-context.js';
 import { renewLeases } from '../src/sql/dispatch-statements.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
+import { lockWaits } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
@@ -36,12 +37,6 @@ const definition = defineSaga<ScriptedSaga, Msg>({
 });
 
 const HOLD_KEY = 771_771;
-
-async function lockWaits(orm: MikroORM): Promise<number> {
-  const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
-  const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
-  return row!.n;
-}
 
 async function untilLockWaits(orm: MikroORM, n: number): Promise<void> {
   while ((await lockWaits(orm)) < n) await drainContinuations();

@@ -3,43 +3,15 @@
 // hold: the saga row is locked before the timer row (the order of every unit of work on the instance), a stale
 // timer rolls the saga row's write back, a version conflict is retried, and a failure names both tables.
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
 import type { MikroORM } from '@mikro-orm/core';
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime, type TimerDelivery } from '../src/index.js';
 import { ORM_MAJOR } from '../src/orm/compat.js';
 import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
+import { lockWaits, statementsSent } from './support/pg-statements.js';
 import { refuseInserts, rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
-
-/** The pg module MikroORM's driver uses (the MikroORM 7 leg has its own copy). */
-const driverPg: typeof pg =
-  ORM_MAJOR === 6 ? pg : (createRequire(new URL('../legs/mikro-orm-7/package.json', import.meta.url))('pg') as typeof pg);
-
-/** The SQL texts the driver's pg clients send while `work` runs. */
-async function statementsSent(work: () => Promise<unknown>): Promise<string[]> {
-  const sent: string[] = [];
-  const original = driverPg.Client.prototype.query;
-  driverPg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const [query] = args as [string | { text?: string }];
-    sent.push(typeof query === 'string' ? query : (query?.text ?? ''));
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof original;
-  try {
-    await work();
-  } finally {
-    driverPg.Client.prototype.query = original;
-  }
-  return sent;
-}
-
-async function lockWaits(orm: MikroORM): Promise<number> {
-  const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
-  const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
-  return row!.n;
-}
 
 describe('a timer delivery writes its saga row and its stamp in one statement (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);

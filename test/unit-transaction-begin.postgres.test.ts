@@ -2,13 +2,12 @@
 // simple query protocol runs both in order). The statement must still run inside the transaction and answer with
 // its own result, whoever sends it first: the library's write, or an application's transaction subscriber.
 
-import { createRequire } from 'node:module';
 import type { EventSubscriber, MikroORM, TransactionEventArgs } from '@mikro-orm/core';
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
 import { ORM_MAJOR, queryRows } from '../src/orm/compat.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { statementsSent } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
@@ -32,25 +31,6 @@ class TransactionTag implements EventSubscriber {
  * The pg module MikroORM's driver uses: the repository's on MikroORM 6; the MikroORM 7 leg's own copy on 7 (the leg
  * redirects only `@mikro-orm/*` imports, so the test's `pg` import is not the driver's there).
  */
-const driverPg: typeof pg =
-  ORM_MAJOR === 6 ? pg : (createRequire(new URL('../legs/mikro-orm-7/package.json', import.meta.url))('pg') as typeof pg);
-
-/** The SQL texts the driver's pg clients send while `work` runs. */
-async function statementsSent(work: () => Promise<unknown>): Promise<string[]> {
-  const sent: string[] = [];
-  const original = driverPg.Client.prototype.query;
-  driverPg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const [query] = args as [string | { text?: string }];
-    sent.push(typeof query === 'string' ? query : (query?.text ?? ''));
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof original;
-  try {
-    await work();
-  } finally {
-    driverPg.Client.prototype.query = original;
-  }
-  return sent;
-}
 
 describe('BEGIN with the first statement (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);

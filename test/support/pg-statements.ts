@@ -1,0 +1,44 @@
+import { createRequire } from 'node:module';
+import type { MikroORM } from '@mikro-orm/core';
+import pg from 'pg';
+import { ORM_MAJOR } from '../../src/orm/compat.js';
+
+/**
+ * The pg module MikroORM's driver uses: the repository's on MikroORM 6; the MikroORM 7 leg's own copy on 7 (the leg
+ * redirects only `@mikro-orm/*` imports, so a test's `pg` import is not the driver's there).
+ */
+export const driverPg: typeof pg =
+  ORM_MAJOR === 6 ? pg : (createRequire(new URL('../../legs/mikro-orm-7/package.json', import.meta.url))('pg') as typeof pg);
+
+/** Records the SQL texts the driver's pg clients send until `stop()` is called. */
+export function recordStatements(): { readonly sent: string[]; stop(): void } {
+  const sent: string[] = [];
+  const original = driverPg.Client.prototype.query;
+  driverPg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const [query] = args as [string | { text?: string }];
+    sent.push(typeof query === 'string' ? query : (query?.text ?? ''));
+    return (original as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof original;
+  const stop = () => {
+    driverPg.Client.prototype.query = original;
+  };
+  return { sent, stop };
+}
+
+/** The SQL texts the driver's pg clients send while `work` runs. */
+export async function statementsSent(work: () => Promise<unknown>): Promise<string[]> {
+  const recording = recordStatements();
+  try {
+    await work();
+  } finally {
+    recording.stop();
+  }
+  return recording.sent;
+}
+
+/** How many sessions of the test database wait for a lock now. */
+export async function lockWaits(orm: MikroORM): Promise<number> {
+  const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
+  const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
+  return row!.n;
+}
