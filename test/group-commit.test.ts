@@ -23,11 +23,14 @@ interface GroupFields {
   readonly schedule?: string;
   /** The step waits on the test's gate (after the instance was read), so units reach their write phase together. */
   readonly gated?: boolean;
+  /** The step waits on the test's second gate instead (released apart from the first). */
+  readonly late?: boolean;
 }
 
-function groupSaga(gate: StepGate) {
+function groupSaga(gate: StepGate, second = new StepGate(1)) {
   const act = async (saga: ScriptedSaga, message: GroupMessage, ctx: { schedule: (...args: never[]) => void }) => {
     if (message.gated) await gate.enter();
+    if (message.late) await second.enter();
     if (message.inc) saga.counter += message.inc;
     if (message.rekeyTo) saga.key = message.rekeyTo;
     if (message.schedule)
@@ -166,6 +169,49 @@ for (const dialect of DIALECTS) {
       expect(await zResult).toMatchObject({ outcome: 'handled', version: 1 });
       expect(await rows.saga(b)).toMatchObject({ counter: 1, version: 1 });
       expect(await rows.saga(z)).toMatchObject({ counter: 1, version: 1 });
+    });
+
+    it('by default writes two groups at once on PostgreSQL, one on SQLite (one writer at a time): there a unit that finds the group slot taken joins the next group', async () => {
+      const [early, late] = [new StepGate(1), new StepGate(1)];
+      const saga = groupSaga(early, late);
+      const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
+      const [a, b, c] = ['a', 'b', 'c'].map((n) => uniqueKey(`slots-${n}`)) as [string, string, string];
+      for (const key of [a, b, c]) await plain.handle(saga, { type: 'Start', key });
+      const log: string[] = [];
+      const orm = await db().openAnother({ debug: ['query'], logger: (line: string) => log.push(line) });
+      opened.push(orm);
+      const hold = new FlushHold();
+      orm.em.getEventManager().registerSubscriber(hold);
+      const runtime = new SagaRuntime({ em: orm.em, sagas: [saga] });
+      const groupsAtOnce = dialect === 'postgresql' ? 2 : 1;
+      expect(runtime.options.groupCommit).toMatchObject({ maxGroups: groupsAtOnce });
+
+      // b and c read their rows first (SQLite's one connection is then held by a's transaction).
+      const units = {
+        b: runtime.handle(saga, { type: 'Do', key: b, inc: 1, gated: true }),
+        c: runtime.handle(saga, { type: 'Do', key: c, inc: 1, late: true }),
+      };
+      await Promise.all([early.all.promise, late.all.promise]);
+      const blocker = hold.arm(a);
+      const first = runtime.handle(saga, { type: 'Do', key: a, inc: 1 });
+      await blocker.reached.promise; // a's group takes a slot, and holds it
+      const mark = log.length;
+      early.go.resolve();
+      await drainContinuations(); // b reaches its write phase
+      if (groupsAtOnce === 2) {
+        // The second slot is free: b is written in a group of its own while a's is still being written.
+        expect(await units.b).toMatchObject({ outcome: 'handled', version: 1 });
+      }
+      late.go.resolve();
+      await drainContinuations(); // c reaches its write phase
+      blocker.release.resolve();
+
+      expect(await first).toMatchObject({ outcome: 'handled', version: 1 });
+      expect(await units.b).toMatchObject({ outcome: 'handled', version: 1 });
+      expect(await units.c).toMatchObject({ outcome: 'handled', version: 1 });
+      // One slot: b waited for a's group to end, and c joined it in the next group, a savepoint each. Two: each
+      // went alone (a group of one has no savepoint).
+      expect(savepointLog(log.slice(mark))).toEqual(groupsAtOnce === 1 ? ['savepoint', 'savepoint'] : []);
     });
   });
 }

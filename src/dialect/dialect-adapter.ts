@@ -26,6 +26,12 @@ export interface DialectAdapter {
    * writes its saga row and stamps the timer it delivers in one statement, one round trip.
    */
   readonly updatesInWith: boolean;
+  /**
+   * Default of `groupCommit.maxGroups`: how many group transactions are worth writing at once. SQLite has one
+   * writer at a time (and MikroORM one connection): a second group would only wait for the first, holding units
+   * back that could have joined the next group.
+   */
+  readonly groupsAtOnce: number;
   /** A SQL expression that yields a new random uuid for each row it is evaluated for. */
   readonly newTokenSql: string;
   /**
@@ -42,6 +48,7 @@ const postgresql: DialectAdapter = {
   supportsSkipLocked: true,
   commitCanFailAfterApplying: true,
   updatesInWith: true,
+  groupsAtOnce: 2,
   newTokenSql: 'gen_random_uuid()',
   // The pg driver already parses json and jsonb columns: a string here is a JSON string value, not JSON text.
   readJson: (value) => value,
@@ -54,6 +61,7 @@ const sqlite: DialectAdapter = {
   supportsSkipLocked: false,
   commitCanFailAfterApplying: false,
   updatesInWith: false,
+  groupsAtOnce: 1,
   // A version 4 uuid from random pieces; randomblob() is evaluated again for every row an UPDATE touches.
   newTokenSql:
     "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))",

@@ -121,14 +121,17 @@ export interface SagaRuntimeOptions {
    * Group commit: the write phases of units of work that are ready while earlier ones are being written are
    * written together, in one transaction with a savepoint per unit (each unit still commits or fails alone;
    * docs/guarantees.md). A unit that finds a group slot free is written at once. `false`: every unit of work
-   * in its own transaction. Default: on, with {@link DEFAULT_GROUP_MAX_UNITS} and {@link DEFAULT_GROUP_MAX_GROUPS}.
+   * in its own transaction. Default: on, with {@link DEFAULT_GROUP_MAX_UNITS} and {@link DEFAULT_GROUP_MAX_GROUPS} (1 on SQLite).
    */
   readonly groupCommit?:
     | false
     | {
         /** Most units of work in one group transaction. Default {@link DEFAULT_GROUP_MAX_UNITS} (32). */
         readonly maxUnits?: number;
-        /** Most group transactions written at once (each holds one connection). Default {@link DEFAULT_GROUP_MAX_GROUPS} (2). */
+        /**
+         * Most group transactions written at once (each holds one connection). Default {@link DEFAULT_GROUP_MAX_GROUPS}
+         * (2) on PostgreSQL, 1 on SQLite (one writer at a time: a second group would only wait for the first).
+         */
         readonly maxGroups?: number;
         /**
          * PostgreSQL: how long a group transaction waits for a row lock another transaction holds. A unit that
@@ -214,11 +217,12 @@ export class SagaRuntime {
    *   option is out of range.
    */
   constructor(options: SagaRuntimeOptions) {
-    this.options = resolveRuntimeOptions(options);
+    assertEntityManager(options);
     // Before the context reads the library tables' metadata: a missing entity gets the error that names the config keys.
-    assertSagaEntitiesRegistered(this.options.em);
-    this.context = createDatabaseContext(this.options.em);
+    assertSagaEntitiesRegistered(options.em);
+    this.context = createDatabaseContext(options.em);
     this.dialect = this.context.dialect;
+    this.options = resolveRuntimeOptions(options, this.dialect.groupsAtOnce);
     this.groups = this.options.groupCommit ? new GroupCommit(this.options.em, this.options.groupCommit) : undefined;
     for (const definition of this.options.sagas) {
       if (this.sagas.has(definition.name)) {
@@ -659,33 +663,42 @@ function pauseBeforeTurn(clock: Clock, ms: number): Promise<void> {
   });
 }
 
-/** Applies the documented defaults and checks ranges. */
-export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSagaRuntimeOptions {
-  const fail = (message: string): never => {
-    throw new SagaDefinitionError('OPTION_INVALID', message);
-  };
+function failOption(message: string): never {
+  throw new SagaDefinitionError('OPTION_INVALID', message);
+}
+
+/** @throws SagaDefinitionError `OPTION_INVALID` when `options.em` is not an EntityManager. */
+function assertEntityManager(options: SagaRuntimeOptions): void {
   if (!options?.em || typeof (options.em as { fork?: unknown }).fork !== 'function') {
-    fail("SagaRuntime needs 'em': pass your MikroORM EntityManager (orm.em).");
+    failOption("SagaRuntime needs 'em': pass your MikroORM EntityManager (orm.em).");
   }
-  if (!Array.isArray(options.sagas)) fail("SagaRuntime needs 'sagas': an array of saga definitions from defineSaga().");
+}
+
+/**
+ * Applies the documented defaults and checks ranges. `groupsAtOnce`: the database's default of
+ * `groupCommit.maxGroups` (`DialectAdapter.groupsAtOnce`).
+ */
+export function resolveRuntimeOptions(options: SagaRuntimeOptions, groupsAtOnce = DEFAULT_GROUP_MAX_GROUPS): ResolvedSagaRuntimeOptions {
+  assertEntityManager(options);
+  if (!Array.isArray(options.sagas)) failOption("SagaRuntime needs 'sagas': an array of saga definitions from defineSaga().");
   const maxAttempts = options.concurrency?.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
   const baseDelayMs = options.concurrency?.baseDelayMs ?? DEFAULT_RETRY_BASE_DELAY_MS;
   const maxDelayMs = options.concurrency?.maxDelayMs ?? DEFAULT_RETRY_MAX_DELAY_MS;
   const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
-  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) fail(`concurrency.maxAttempts must be an integer >= 1; got ${maxAttempts}.`);
-  if (!(baseDelayMs >= 0) || !(maxDelayMs >= 0)) fail('concurrency.baseDelayMs and maxDelayMs must be >= 0.');
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) failOption(`concurrency.maxAttempts must be an integer >= 1; got ${maxAttempts}.`);
+  if (!(baseDelayMs >= 0) || !(maxDelayMs >= 0)) failOption('concurrency.baseDelayMs and maxDelayMs must be >= 0.');
   const retentionMs = options.messageIds?.retentionMs ?? DEFAULT_MESSAGE_ID_RETENTION_MS;
   if (!Number.isFinite(retentionMs) || retentionMs < 0)
-    fail(`messageIds.retentionMs must be a finite number of ms >= 0; got ${retentionMs}.`);
+    failOption(`messageIds.retentionMs must be a finite number of ms >= 0; got ${retentionMs}.`);
   if (!Number.isInteger(maxPayloadBytes) || maxPayloadBytes < 1)
-    fail(`maxPayloadBytes must be a positive integer; got ${maxPayloadBytes}.`);
-  const groupCommit = resolveGroupCommit(options.groupCommit, fail);
+    failOption(`maxPayloadBytes must be a positive integer; got ${maxPayloadBytes}.`);
+  const groupCommit = resolveGroupCommit(options.groupCommit, groupsAtOnce, failOption);
   const calendars = new Map(Object.entries(options.calendars ?? {}));
   for (const [key, calendar] of calendars) {
     const keyIssue = nameProblem(key, { maxLength: COLUMN_LIMITS.calendarKey });
-    if (keyIssue) fail(`A calendar key ${keyIssue}: use keys of 1 to ${COLUMN_LIMITS.calendarKey} characters.`);
+    if (keyIssue) failOption(`A calendar key ${keyIssue}: use keys of 1 to ${COLUMN_LIMITS.calendarKey} characters.`);
     if (typeof calendar?.addDuration !== 'function' || typeof calendar?.nextOpen !== 'function') {
-      fail(`Calendar '${key}' must implement BusinessCalendar (addDuration and nextOpen).`);
+      failOption(`Calendar '${key}' must implement BusinessCalendar (addDuration and nextOpen).`);
     }
   }
   return {
@@ -702,13 +715,17 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions): ResolvedSaga
   };
 }
 
-function resolveGroupCommit(option: SagaRuntimeOptions['groupCommit'], fail: (message: string) => never): GroupLimits | false {
+function resolveGroupCommit(
+  option: SagaRuntimeOptions['groupCommit'],
+  groupsAtOnce: number,
+  fail: (message: string) => never,
+): GroupLimits | false {
   if (option === false) return false;
   if (option !== undefined && (typeof option !== 'object' || option === null)) {
     fail('groupCommit must be false or an object { maxUnits?, maxGroups?, lockTimeoutMs? }.');
   }
   const maxUnits = option?.maxUnits ?? DEFAULT_GROUP_MAX_UNITS;
-  const maxGroups = option?.maxGroups ?? DEFAULT_GROUP_MAX_GROUPS;
+  const maxGroups = option?.maxGroups ?? groupsAtOnce;
   const lockTimeoutMs = option?.lockTimeoutMs ?? DEFAULT_GROUP_LOCK_TIMEOUT_MS;
   if (!Number.isInteger(maxUnits) || maxUnits < 1) fail(`groupCommit.maxUnits must be an integer >= 1; got ${maxUnits}.`);
   if (!Number.isInteger(maxGroups) || maxGroups < 1) fail(`groupCommit.maxGroups must be an integer >= 1; got ${maxGroups}.`);

@@ -117,6 +117,9 @@ describe('the groupCommit option', () => {
   const em = { fork: () => em } as never;
   it('defaults to groups of up to 32 units, 2 at once, waiting 250 ms for a held row; false turns grouping off', () => {
     expect(resolveRuntimeOptions({ em, sagas: [] }).groupCommit).toEqual({ maxUnits: 32, maxGroups: 2, lockTimeoutMs: 250 });
+    // The database's default (SQLite's groupsAtOnce, 1) unless the option says otherwise.
+    expect(resolveRuntimeOptions({ em, sagas: [] }, 1).groupCommit).toMatchObject({ maxGroups: 1 });
+    expect(resolveRuntimeOptions({ em, sagas: [], groupCommit: { maxGroups: 3 } }, 1).groupCommit).toMatchObject({ maxGroups: 3 });
     expect(resolveRuntimeOptions({ em, sagas: [], groupCommit: false }).groupCommit).toBe(false);
     expect(resolveRuntimeOptions({ em, sagas: [], groupCommit: { maxUnits: 10 } }).groupCommit).toEqual({
       maxUnits: 10,

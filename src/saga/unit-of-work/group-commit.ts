@@ -38,7 +38,10 @@ import {
  * overflows its cache of them, which makes every other session's snapshots slower.
  */
 export const DEFAULT_GROUP_MAX_UNITS = 32;
-/** Default of `groupCommit.maxGroups`: most group transactions a runtime writes at once. */
+/**
+ * Default of `groupCommit.maxGroups` on PostgreSQL: most group transactions a runtime writes at once. On SQLite it
+ * is 1 (`DialectAdapter.groupsAtOnce`).
+ */
 export const DEFAULT_GROUP_MAX_GROUPS = 2;
 /**
  * Default of `groupCommit.lockTimeoutMs`: on PostgreSQL, how long a group transaction waits for a row lock another
