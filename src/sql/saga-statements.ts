@@ -145,3 +145,26 @@ function sagaRowStatement(
 function withQueries(queries: readonly string[], sql: string): string {
   return queries.length > 0 ? `with ${queries.join(', ')} ${sql}` : sql;
 }
+
+/**
+ * Runs UPDATE statements (without RETURNING, without WITH queries of their own) as ONE statement on PostgreSQL, in
+ * `em`'s transaction: each a WITH query, read in order by the outer SELECT, which answers each one's row count. For a
+ * client that sends one statement per round trip (MikroORM 7's kysely): the statements then cost one round trip
+ * in all. All run on one snapshot: no two of them may write the same row (PostgreSQL would apply only one of two
+ * changes to a row in one statement), which the caller ensures.
+ * @returns one answer per statement, in order, as `runStatement` counts them.
+ */
+export async function runUpdatesAsOne(
+  em: EntityManager,
+  statements: readonly { readonly sql: string; readonly params: readonly unknown[] }[],
+): Promise<{ readonly affectedRows: number }[]> {
+  const name = (index: number) => `"saga_update_${index}"`;
+  const queries = statements.map((statement, index) => `${name(index)} as (${statement.sql} returning 1)`);
+  const counts = statements.map((_, index) => `(select count(*) from ${name(index)})::int as "n${index}"`);
+  const [row] = await queryRows<Record<string, number>>(
+    em,
+    `with ${queries.join(',\n')}\nselect ${counts.join(', ')}`,
+    statements.flatMap((statement) => statement.params),
+  );
+  return statements.map((_, index) => ({ affectedRows: Number(row?.[`n${index}`]) }));
+}

@@ -18,6 +18,7 @@ import {
   sendWithNextStatement,
   withdrawUnsent,
 } from '../../orm/compat.js';
+import { runUpdatesAsOne } from '../../sql/saga-statements.js';
 import { type ItemOutcome, UnitBatcher } from './unit-batcher.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
 import {
@@ -250,8 +251,11 @@ export async function writeGroup(
 
 /**
  * Writes a group whose units each write only their saga row's versioned UPDATE (and the delivered timer's stamp),
- * with the statements of all units in one round trip, in lock order, then COMMIT: two round trips for the group
- * instead of one per unit and COMMIT (MikroORM 6 on PostgreSQL). A unit whose saga row changed meanwhile changed no
+ * with the statements of all units in one round trip, in lock order, then COMMIT. MikroORM 6 on PostgreSQL sends them
+ * as one string after BEGIN and the lock bound: two round trips for the group instead of one per unit and COMMIT.
+ * MikroORM 7 on PostgreSQL sends one statement per round trip: when no two units write the same saga row, their
+ * statements are one statement (`runUpdatesAsOne`), after BEGIN and the lock bound: four round trips for the group
+ * instead of two per unit and two more. A unit whose saga row changed meanwhile changed no
  * row and fails alone with {@link VersionConflict}, as in its savepoint. Undefined, with nothing written, when the
  * group cannot go this way or must not commit as it went: a unit of another shape, a statement that failed
  * (PostgreSQL stops at it; the transaction is rolled back), a unit whose statements changed some of their rows but
@@ -267,7 +271,8 @@ async function writeTogether(
   units: readonly UnitWrite[],
   prelude: string | undefined,
 ): Promise<ItemOutcome<WriteReport>[] | 'lock wait' | undefined> {
-  if (!runsStatementsTogether(root)) return undefined;
+  const joined = runsStatementsTogether(root);
+  if (!joined && !(dialectOf(root).updatesInWith && writesDistinctRows(units))) return undefined;
   const order = lockOrder(units);
   const writes: PreparedWrite[] = [];
   /** Nothing was written: the units' states are as their steps left them, for their writes one at a time. */
@@ -292,13 +297,11 @@ async function writeTogether(
   } catch {
     return notTogether();
   }
-  let answers: Awaited<ReturnType<typeof runStatementsTogether>>;
+  let answers: readonly { readonly affectedRows: number }[];
   try {
     if (prelude) await sendWithNextStatement(group, prelude);
-    answers = await runStatementsTogether(
-      group,
-      writes.flatMap((write) => write.statements),
-    );
+    const statements = writes.flatMap((write) => write.statements);
+    answers = await (joined ? runStatementsTogether(group, statements) : runUpdatesAsOne(group, statements));
   } catch (error) {
     await rollbackUnit(group).catch(() => undefined);
     notTogether();
@@ -331,6 +334,15 @@ async function writeTogether(
     for (const index of written) outcomes[index] = commitFailure(error, written.length);
   }
   return outcomes;
+}
+
+/**
+ * Whether no two of `units` write the same saga row (nor, so, the same timer row: a timer is its saga's), so that
+ * their statements can be one statement, whose parts all see one snapshot.
+ */
+function writesDistinctRows(units: readonly UnitWrite[]): boolean {
+  const rows = new Set(units.map(({ plan }) => `${plan.sagaType}\u0000${plan.sagaId}`));
+  return rows.size === units.length;
 }
 
 /** The positions of `units` sorted by their lock keys (stable for equal keys). */
