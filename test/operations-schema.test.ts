@@ -112,12 +112,17 @@ for (const dialect of DIALECTS) {
       await run(orm, 'drop table "scripted_saga"');
       await run(orm, 'drop table "saga_timer"');
       const ops = new SagaOperations({ em: orm.em, sagas });
+      // Each call starts when the loop reaches it: started together, a later one that failed while an earlier one was
+      // awaited would be an unhandled rejection until its turn (seen on MikroORM 7 under load).
       for (const [call, attempt] of [
-        ['listSagas', ops.listSagas({ sagaType: 'scripted', correlation: secret, limit: 5 })],
-        ['listTimers', ops.listTimers({ messageType: secret, limit: 5 })],
-        ['forceComplete', ops.forceComplete({ sagaType: 'scripted', sagaId: '00000000-0000-4000-8000-000000000000', reason: secret })],
+        ['listSagas', () => ops.listSagas({ sagaType: 'scripted', correlation: secret, limit: 5 })],
+        ['listTimers', () => ops.listTimers({ messageType: secret, limit: 5 })],
+        [
+          'forceComplete',
+          () => ops.forceComplete({ sagaType: 'scripted', sagaId: '00000000-0000-4000-8000-000000000000', reason: secret }),
+        ],
       ] as const) {
-        const error = await attempt.catch((e: unknown) => e);
+        const error = await (attempt as () => Promise<unknown>)().catch((e: unknown) => e);
         expect(error, call).toBeInstanceOf(SagaSchemaError);
         expect(error).toMatchObject({ code: 'SCHEMA_INVALID', details: { operation: call } });
         const message = (error as Error).message;
