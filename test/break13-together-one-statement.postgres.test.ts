@@ -4,12 +4,11 @@
 // a statement (foreign keys' NO ACTION triggers, DEFERRABLE INITIALLY IMMEDIATE constraints, AFTER triggers) once,
 // on what ALL units wrote, so a unit that fails alone (and in its savepoint) can commit when written together.
 import { defineEntity, type MikroORM } from '@mikro-orm/core';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
-import { ORM_MAJOR } from '../src/orm/compat.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
-import { lockWaits, recordStatements } from './support/pg-statements.js';
+import { lockWaits, recordStatements, TOGETHER_START } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';
 import { StepGate } from './support/step-gate.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
@@ -38,7 +37,7 @@ type Msg = {
   readonly gated?: boolean;
 } & ({ readonly type: 'Start' } | { readonly type: 'Do' });
 
-function gatedSaga<S extends { key: string; counter: number }>(gate: StepGate, state: new () => S, name = 'scripted') {
+function gatedSaga<S extends SagaState & { key: string; counter: number }>(gate: StepGate, state: new () => S, name = 'scripted') {
   const act = async (saga: S, message: Msg) => {
     if (message.gated) await gate.enter();
     if (message.inc) saga.counter += message.inc;
@@ -47,13 +46,11 @@ function gatedSaga<S extends { key: string; counter: number }>(gate: StepGate, s
   return defineSaga<S, Msg>({
     name,
     state: state as never,
-    correlation: { property: 'key', from: { Start: (m) => m.key, Do: (m) => m.key } },
+    correlation: { property: 'key' as Extract<keyof S, string>, from: { Start: (m) => m.key, Do: (m) => m.key } },
     startedBy: ['Start'],
     steps: { Start: act, Do: act },
   });
 }
-
-const TOGETHER_START = ORM_MAJOR === 6 ? 'begin; select set_config(' : 'with "saga_update_0" as (';
 
 describe('break13: a group written as one statement, attacked (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga, OddlyNamedSaga]);
@@ -73,11 +70,11 @@ describe('break13: a group written as one statement, attacked (postgresql)', () 
   }
 
   /** `units` reach one group while a first unit on `blockerKey` waits alone for its row (held by another transaction). */
-  async function asOneGroup<T>(
+  async function asOneGroup<T, S extends SagaState & { key: string; counter: number }>(
     table: string,
     gate: StepGate,
     runtime: SagaRuntime,
-    saga: ReturnType<typeof gatedSaga>,
+    saga: ReturnType<typeof gatedSaga<S>>,
     blockerKey: string,
     units: () => T,
   ) {
@@ -95,7 +92,7 @@ describe('break13: a group written as one statement, attacked (postgresql)', () 
     return { first, started, recording };
   }
 
-  async function setUp<S extends { key: string; counter: number }>(state: new () => S, keys: readonly string[], gated: number) {
+  async function setUp<S extends SagaState & { key: string; counter: number }>(state: new () => S, keys: readonly string[], gated: number) {
     const gate = new StepGate(gated);
     const saga = gatedSaga(gate, state);
     const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
@@ -122,6 +119,7 @@ describe('break13: a group written as one statement, attacked (postgresql)', () 
     // PostgreSQL checks the foreign key once, after both UPDATEs: kx exists again (Y's row), so both commit, and
     // the application's row now references saga Y instead of saga X: an outcome of no order of the two units.
     await sql('create table if not exists break13_child (saga_key varchar(100) not null references scripted_saga (key))');
+    onTestFinished(() => sql('drop table if exists break13_child'));
     const [k1, k2] = ['one', 'two'].map((n) => uniqueKey(`b13-fk-${n}`)) as [string, string];
     const blockerKey = uniqueKey('b13-fk-blocker');
     const { gate, saga, runtime } = await setUp(ScriptedSaga, [blockerKey, k1, k2], 2);

@@ -5,10 +5,9 @@
 import type { MikroORM, Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime } from '../src/index.js';
-import { ORM_MAJOR } from '../src/orm/compat.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
-import { lockWaits, recordStatements } from './support/pg-statements.js';
+import { lockWaits, recordStatements, TOGETHER_START } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';
 import { StepGate } from './support/step-gate.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
@@ -37,9 +36,6 @@ function gatedSaga(gate: StepGate) {
     steps: { Start: act, Do: act, Tick: act },
   });
 }
-
-/** How the group's statements written together begin, as sent (and as pg_stat_activity shows them while they wait). */
-const TOGETHER_START = ORM_MAJOR === 6 ? 'begin; select set_config(' : 'with "saga_update_0" as (';
 
 describe('units written together, attacked (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);

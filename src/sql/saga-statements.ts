@@ -152,19 +152,37 @@ function withQueries(queries: readonly string[], sql: string): string {
  * client that sends one statement per round trip (MikroORM 7's kysely): the statements then cost one round trip
  * in all. All run on one snapshot: no two of them may write the same row (PostgreSQL would apply only one of two
  * changes to a row in one statement), which the caller ensures.
- * @returns one answer per statement, in order, as `runStatement` counts them.
+ *
+ * One statement is the same as its statements one after another only while nothing runs at the END of a statement:
+ * PostgreSQL runs AFTER triggers there, and with them foreign keys' checks and DEFERRABLE INITIALLY IMMEDIATE unique
+ * and exclusion constraints (all triggers in `pg_trigger`), once, on what every UPDATE wrote (a key one unit frees
+ * and another takes would pass, where either alone fails). So the statement first reads whether any of `tables`
+ * (quoted names, as in the statements) has a trigger or a rule, and writes nothing when one does (`plain` false):
+ * the caller then writes the statements another way. It reads that after locking the tables (a statement locks the
+ * tables it writes before it runs), so a trigger created meanwhile is either seen or created after it.
+ * @returns whether the statement ran (false: a table has triggers or rules, nothing written); when it ran, one
+ *   answer per statement, in order, as `runStatement` counts them.
  */
 export async function runUpdatesAsOne(
   em: EntityManager,
   statements: readonly { readonly sql: string; readonly params: readonly unknown[] }[],
-): Promise<{ readonly affectedRows: number }[]> {
+  tables: readonly string[],
+): Promise<{ readonly plain: boolean; readonly answers: readonly { readonly affectedRows: number }[] }> {
   const name = (index: number) => `"saga_update_${index}"`;
-  const queries = statements.map((statement, index) => `${name(index)} as (${statement.sql} returning 1)`);
+  const relations = `(${tables.map(() => 'to_regclass(?)').join(', ')})`;
+  const plain = `"saga_update_plain" as (select not exists (select 1 from pg_catalog.pg_trigger where tgrelid in ${relations})
+     and not exists (select 1 from pg_catalog.pg_rewrite where ev_class in ${relations}) as "plain")`;
+  // Each UPDATE reads the check first: on a table with triggers every one of them matches no row.
+  const guarded = (sql: string) => `${sql} and (select "plain" from "saga_update_plain") returning 1`;
+  const queries = statements.map((statement, index) => `${name(index)} as (${guarded(statement.sql)})`);
   const counts = statements.map((_, index) => `(select count(*) from ${name(index)})::int as "n${index}"`);
-  const [row] = await queryRows<Record<string, number>>(
+  const [row] = await queryRows<Record<string, unknown>>(
     em,
-    `with ${queries.join(',\n')}\nselect ${counts.join(', ')}`,
-    statements.flatMap((statement) => statement.params),
+    `with ${[plain, ...queries].join(',\n')}\nselect (select "plain" from "saga_update_plain") as "plain", ${counts.join(', ')}`,
+    [...tables, ...tables, ...statements.flatMap((statement) => statement.params)],
   );
-  return statements.map((_, index) => ({ affectedRows: Number(row?.[`n${index}`]) }));
+  return {
+    plain: row?.plain === true,
+    answers: statements.map((_, index) => ({ affectedRows: Number(row?.[`n${index}`]) })),
+  };
 }

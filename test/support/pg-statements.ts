@@ -42,3 +42,12 @@ export async function lockWaits(orm: MikroORM): Promise<number> {
   const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
   return row!.n;
 }
+
+/** How MikroORM 7 sends a group's statements as one statement (`runUpdatesAsOne`): its first WITH query. */
+export const ONE_STATEMENT_START = 'with "saga_update_plain" as (';
+
+/**
+ * How a group's statements written together begin as sent (and as pg_stat_activity shows them while they wait):
+ * MikroORM 6's one string after BEGIN and the lock bound, MikroORM 7's one statement.
+ */
+export const TOGETHER_START = ORM_MAJOR === 6 ? 'begin; select set_config(' : ONE_STATEMENT_START;

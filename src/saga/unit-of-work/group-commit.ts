@@ -10,12 +10,14 @@ import {
   joinTransaction,
   leaveTransaction,
   queryRows,
+  quoteName,
   rollbackUnit,
   runSavepointStatement,
   runStatementsTogether,
   runsStatementsTogether,
   SAVEPOINT_SQL,
   sendWithNextStatement,
+  tableOf,
   withdrawUnsent,
 } from '../../orm/compat.js';
 import { runUpdatesAsOne } from '../../sql/saga-statements.js';
@@ -272,7 +274,9 @@ async function writeTogether(
   prelude: string | undefined,
 ): Promise<ItemOutcome<WriteReport>[] | 'lock wait' | undefined> {
   const joined = runsStatementsTogether(root);
-  if (!joined && !(dialectOf(root).updatesInWith && writesDistinctRows(units))) return undefined;
+  if (!joined && !(dialectOf(root).updatesInWith && writesDistinctRows(units) && !writesTablesWithTriggers(root, units))) {
+    return undefined;
+  }
   const order = lockOrder(units);
   const writes: PreparedWrite[] = [];
   /** Nothing was written: the units' states are as their steps left them, for their writes one at a time. */
@@ -301,7 +305,18 @@ async function writeTogether(
   try {
     if (prelude) await sendWithNextStatement(group, prelude);
     const statements = writes.flatMap((write) => write.statements);
-    answers = await (joined ? runStatementsTogether(group, statements) : runUpdatesAsOne(group, statements));
+    if (joined) answers = await runStatementsTogether(group, statements);
+    else {
+      const tables = [...new Set(writes.flatMap((write) => write.tables))];
+      const one = await runUpdatesAsOne(group, statements, tables);
+      if (!one.plain) {
+        // A table with triggers or rules: the units go a savepoint each, now and from now on (see runUpdatesAsOne).
+        for (const table of tables) withTriggers(root).add(table);
+        await rollbackUnit(group).catch(() => undefined);
+        return notTogether();
+      }
+      answers = one.answers;
+    }
   } catch (error) {
     await rollbackUnit(group).catch(() => undefined);
     notTogether();
@@ -343,6 +358,32 @@ async function writeTogether(
 function writesDistinctRows(units: readonly UnitWrite[]): boolean {
   const rows = new Set(units.map(({ plan }) => `${plan.sagaType}\u0000${plan.sagaId}`));
   return rows.size === units.length;
+}
+
+/**
+ * The tables (quoted) a group written as one statement found with triggers or rules, per runtime's root
+ * EntityManager: their units are written a savepoint each from then on. Only ever added to: a table whose triggers
+ * are dropped later stays on the savepoint path, which is correct for any table.
+ */
+const tablesWithTriggers = new WeakMap<EntityManager, Set<string>>();
+
+function withTriggers(root: EntityManager): Set<string> {
+  let tables = tablesWithTriggers.get(root);
+  if (!tables) {
+    tables = new Set();
+    tablesWithTriggers.set(root, tables);
+  }
+  return tables;
+}
+
+/** Whether a unit of `units` writes a table found with triggers or rules (see {@link withTriggers}). */
+function writesTablesWithTriggers(root: EntityManager, units: readonly UnitWrite[]): boolean {
+  const known = tablesWithTriggers.get(root);
+  if (!known) return false;
+  return units.some(
+    ({ em, target, plan }) =>
+      known.has(tableOf(em, target.meta)) || (plan.timerStamp !== undefined && known.has(quoteName(em, 'saga_timer'))),
+  );
 }
 
 /** The positions of `units` sorted by their lock keys (stable for equal keys). */

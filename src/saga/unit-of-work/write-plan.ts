@@ -10,8 +10,10 @@ import {
   isRefusedByServer,
   markWritten,
   plainRowUpdate,
+  quoteName,
   recordInsertedNulls,
   rollbackUnit,
+  tableOf,
 } from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
@@ -69,6 +71,8 @@ export interface PlannedStatement {
  */
 export interface PreparedWrite {
   readonly statements: readonly { readonly sql: string; readonly params: readonly unknown[] }[];
+  /** The tables the statements write, quoted as in them. */
+  readonly tables: readonly string[];
   /**
    * What the statements' answers (one each, in order) mean: `written`; `conflict` (another unit of work changed the
    * saga row first, and nothing was written); `partial` (one statement changed its row and the other did not: the
@@ -283,7 +287,8 @@ function sagaRowStatement(
       const changed = answers.map((answer) => answer.affectedRows === 1);
       return changed.every(Boolean) ? 'written' : changed.some(Boolean) ? 'partial' : 'conflict';
     };
-    return { statements, written, cancel, read };
+    const tables = [tableOf(em, meta), ...(stamp ? [quoteName(em, TIMER_TABLE)] : [])];
+    return { statements, tables, written, cancel, read };
   };
   const statement = { operation: 'update', table, takesLockBound: true, ...(stamp ? { alsoTable: TIMER_TABLE } : {}) } as const;
   switch (row.kind) {
