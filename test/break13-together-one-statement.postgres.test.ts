@@ -7,8 +7,8 @@ import { defineEntity, type MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
-import { drainContinuations } from './support/flush-hold.js';
-import { lockWaits, recordStatements, TOGETHER_START } from './support/pg-statements.js';
+import { gatherOneGroup, holdRow } from './support/one-group.js';
+import { TOGETHER_START } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';
 import { StepGate } from './support/step-gate.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
@@ -60,15 +60,6 @@ describe('break13: a group written as one statement, attacked (postgresql)', () 
   });
   const sql = (text: string, params: unknown[] = []) => db().orm.em.fork().getConnection().execute(text, params);
 
-  async function hold(table: string, key: string) {
-    const holder = await db().openAnother({ pool: { min: 1, max: 1 } });
-    opened.push(holder);
-    const held = holder.em.fork();
-    await held.begin();
-    await held.getConnection().execute(`select 1 from ${table} where key = ? for update`, [key], 'all', held.getTransactionContext());
-    return { release: () => held.rollback() };
-  }
-
   /** `units` reach one group while a first unit on `blockerKey` waits alone for its row (held by another transaction). */
   async function asOneGroup<T, S extends SagaState & { key: string; counter: number }>(
     table: string,
@@ -78,18 +69,8 @@ describe('break13: a group written as one statement, attacked (postgresql)', () 
     blockerKey: string,
     units: () => T,
   ) {
-    const blocker = await hold(table, blockerKey);
-    const before = await lockWaits(db().orm);
-    const first = runtime.handle(saga, { type: 'Do', key: blockerKey, inc: 1 });
-    while ((await lockWaits(db().orm)) < before + 1) await drainContinuations();
-    const started = units();
-    await gate.all.promise;
-    gate.go.resolve();
-    await drainContinuations();
-    await drainContinuations();
-    const recording = recordStatements();
-    await blocker.release();
-    return { first, started, recording };
+    const held = await holdRow(db(), opened, table, 'key', blockerKey);
+    return gatherOneGroup(db(), gate, held, () => runtime.handle(saga, { type: 'Do', key: blockerKey, inc: 1 }), units);
   }
 
   async function setUp<S extends SagaState & { key: string; counter: number }>(state: new () => S, keys: readonly string[], gated: number) {

@@ -7,7 +7,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime } from '../src/index.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
-import { lockWaits, recordStatements, TOGETHER_START } from './support/pg-statements.js';
+import { gatherOneGroup, holdRow } from './support/one-group.js';
+import { lockWaits, TOGETHER_START } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';
 import { StepGate } from './support/step-gate.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
@@ -45,13 +46,8 @@ describe('units written together, attacked (postgresql)', () => {
   });
 
   async function hold(key: string) {
-    const holder = await db().openAnother({ pool: { min: 1, max: 1 } });
-    opened.push(holder);
-    const held = holder.em.fork();
-    await held.begin();
     const id = (await rowsOf(db().orm).saga(key))!.id;
-    await held.getConnection().execute('select 1 from scripted_saga where id = ? for update', [id], 'all', held.getTransactionContext());
-    return { id, release: () => held.rollback() };
+    return { id, ...(await holdRow(db(), opened, 'scripted_saga', 'id', id)) };
   }
 
   /** As in group-commit-together: `units` reach one group while a first unit on `blockerKey` waits alone. */
@@ -63,18 +59,8 @@ describe('units written together, attacked (postgresql)', () => {
     units: () => T,
     note?: string,
   ) {
-    const blocker = await hold(blockerKey);
-    const before = await lockWaits(db().orm);
-    const first = runtime.handle(saga, { type: 'Do', key: blockerKey, inc: 1, ...(note === undefined ? {} : { note }) });
-    while ((await lockWaits(db().orm)) < before + 1) await drainContinuations();
-    const started = units();
-    await gate.all.promise;
-    gate.go.resolve();
-    await drainContinuations();
-    await drainContinuations();
-    const recording = recordStatements();
-    await blocker.release();
-    return { first, started, recording };
+    const first = () => runtime.handle(saga, { type: 'Do', key: blockerKey, inc: 1, ...(note === undefined ? {} : { note }) });
+    return gatherOneGroup(db(), gate, await hold(blockerKey), first, units);
   }
 
   async function setUp(keys: readonly string[], gated: number, overrides: Partial<Options> = {}, lockTimeoutMs = 60_000) {

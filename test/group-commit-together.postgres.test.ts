@@ -11,7 +11,8 @@ import { defineSaga, SagaPersistenceError, SagaRuntime, type TimerDelivery } fro
 import { ORM_MAJOR } from '../src/orm/compat.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
-import { lockWaits, ONE_STATEMENT_START, recordStatements, TOGETHER_START } from './support/pg-statements.js';
+import { gatherOneGroup, holdRow } from './support/one-group.js';
+import { ONE_STATEMENT_START, TOGETHER_START } from './support/pg-statements.js';
 import { refuseInserts, rowsOf } from './support/rows.js';
 import { StepGate } from './support/step-gate.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
@@ -61,24 +62,9 @@ describe('a group of one-statement units written together (postgresql)', () => {
     blockerKey: string,
     units: () => T,
   ) {
-    const holder = await db().openAnother({ pool: { min: 1, max: 1 } });
-    opened.push(holder);
-    const held = holder.em.fork();
-    await held.begin();
     const blockerId = (await rowsOf(db().orm).saga(blockerKey))!.id;
-    await held
-      .getConnection()
-      .execute('select 1 from scripted_saga where id = ? for update', [blockerId], 'all', held.getTransactionContext());
-    const first = runtime.handle(saga, { type: 'Do', key: blockerKey, inc: 1 });
-    while ((await lockWaits(db().orm)) < 1) await drainContinuations();
-    const started = units();
-    await gate.all.promise;
-    gate.go.resolve();
-    await drainContinuations();
-    await drainContinuations();
-    const recording = recordStatements();
-    await held.rollback();
-    return { first, started, recording };
+    const held = await holdRow(db(), opened, 'scripted_saga', 'id', blockerId);
+    return gatherOneGroup(db(), gate, held, () => runtime.handle(saga, { type: 'Do', key: blockerKey, inc: 1 }), units);
   }
 
   async function setUp(keys: readonly string[], gated: number) {

@@ -10,14 +10,12 @@ import {
   joinTransaction,
   leaveTransaction,
   queryRows,
-  quoteName,
   rollbackUnit,
   runSavepointStatement,
   runStatementsTogether,
   runsStatementsTogether,
   SAVEPOINT_SQL,
   sendWithNextStatement,
-  tableOf,
   withdrawUnsent,
 } from '../../orm/compat.js';
 import { runUpdatesAsOne } from '../../sql/saga-statements.js';
@@ -274,9 +272,7 @@ async function writeTogether(
   prelude: string | undefined,
 ): Promise<ItemOutcome<WriteReport>[] | 'lock wait' | undefined> {
   const joined = runsStatementsTogether(root);
-  if (!joined && !(dialectOf(root).updatesInWith && writesDistinctRows(units) && !writesTablesWithTriggers(root, units))) {
-    return undefined;
-  }
+  if (!joined && !(dialectOf(root).updatesInWith && writesDistinctRows(units))) return undefined;
   const order = lockOrder(units);
   const writes: PreparedWrite[] = [];
   /** Nothing was written: the units' states are as their steps left them, for their writes one at a time. */
@@ -290,6 +286,8 @@ async function writeTogether(
       const write = preparedWrite(em, plan, target);
       if (!write) return notTogether();
       writes.push(write);
+      // As one statement, only on tables not found with triggers (see runUpdatesAsOne).
+      if (!joined && write.tables.some((table) => tablesWithTriggers.get(root)?.has(table))) return notTogether();
     } catch {
       // What the unit's own write throws (a state changed after its step) it throws again when written alone.
       return notTogether();
@@ -374,16 +372,6 @@ function withTriggers(root: EntityManager): Set<string> {
     tablesWithTriggers.set(root, tables);
   }
   return tables;
-}
-
-/** Whether a unit of `units` writes a table found with triggers or rules (see {@link withTriggers}). */
-function writesTablesWithTriggers(root: EntityManager, units: readonly UnitWrite[]): boolean {
-  const known = tablesWithTriggers.get(root);
-  if (!known) return false;
-  return units.some(
-    ({ em, target, plan }) =>
-      known.has(tableOf(em, target.meta)) || (plan.timerStamp !== undefined && known.has(quoteName(em, 'saga_timer'))),
-  );
 }
 
 /** The positions of `units` sorted by their lock keys (stable for equal keys). */
