@@ -35,12 +35,26 @@ export interface DialectAdapter {
   /** A SQL expression that yields a new random uuid for each row it is evaluated for. */
   readonly newTokenSql: string;
   /**
+   * "Still pending" (`column` is null) for a statement that finds its dispatch rows by id. On PostgreSQL it is
+   * said in a form the planner cannot match with the claim indexes' predicate (`dispatched_at is null`): matched,
+   * and with statistics that say few rows are pending (a table just filled, or a burst since the last ANALYZE),
+   * PostgreSQL scanned every pending row's entry of that index, on `(available_at, id)`, to find a few ids,
+   * instead of looking them up by primary key (a published stamp of 100 rows took 30-50 ms against 2 with 2,000
+   * rows pending, growing with the backlog).
+   */
+  pendingById(column: string): string;
+  /**
    * Reads a JSON column value returned by a native query.
    * @throws SyntaxError when the stored text is not JSON (a column that holds text, as on SQLite).
    */
   readJson(value: unknown): unknown;
   /** Reads a timestamp column value returned by a native query. */
   readDate(value: unknown): Date | null;
+}
+
+/** PostgreSQL's {@link DialectAdapter.pendingById}: `num_nulls()` is opaque to partial-index matching. */
+export function postgresPendingById(column: string): string {
+  return `num_nulls(${column}) = 1`;
 }
 
 const postgresql: DialectAdapter = {
@@ -50,6 +64,7 @@ const postgresql: DialectAdapter = {
   updatesInWith: true,
   groupsAtOnce: 2,
   newTokenSql: 'gen_random_uuid()',
+  pendingById: postgresPendingById,
   // The pg driver already parses json and jsonb columns: a string here is a JSON string value, not JSON text.
   readJson: (value) => value,
   readDate: (value) => (value == null ? null : value instanceof Date ? value : new Date(value as string)),
@@ -65,6 +80,7 @@ const sqlite: DialectAdapter = {
   // A version 4 uuid from random pieces; randomblob() is evaluated again for every row an UPDATE touches.
   newTokenSql:
     "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))",
+  pendingById: (column) => `${column} is null`,
   readJson: (value) => (typeof value === 'string' ? JSON.parse(value) : value),
   readDate: (value) =>
     value == null ? null : new Date(typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : (value as number)),

@@ -98,9 +98,11 @@ export async function cancelTimers(ops: OperationsContext, ids: unknown): Promis
     checked,
     async (id) => {
       if (!states.has(id)) return ITEM_STATUSES.NOT_FOUND;
-      const deleted = await runStatement(freshFork(ops.db.em), `delete from ${table} where ${c.id} = ? and ${c.dispatchedAt} is null`, [
-        id,
-      ]);
+      const deleted = await runStatement(
+        freshFork(ops.db.em),
+        `delete from ${table} where ${c.id} = ? and ${ops.db.dialect.pendingById(c.dispatchedAt)}`,
+        [id],
+      );
       return deleted === 1 ? ITEM_STATUSES.CANCELLED : ITEM_STATUSES.NOT_PENDING;
     },
     ITEM_STATUSES.CANCELLED,
@@ -122,7 +124,7 @@ export async function rescheduleTimers(ops: OperationsContext, ids: unknown, due
         freshFork(ops.db.em),
         `update ${table} set ${c.dueAt} = ?, ${c.availableAt} = ?, ${c.lockedUntil} = null, ${c.deliveryStartedAt} = null,
            ${c.token} = ${ops.db.dialect.newTokenSql}
-         where ${c.id} = ? and ${c.dispatchedAt} is null`,
+         where ${c.id} = ? and ${ops.db.dialect.pendingById(c.dispatchedAt)}`,
         [due, due, id],
       );
       return changed === 1 ? ITEM_STATUSES.RESCHEDULED : ITEM_STATUSES.NOT_PENDING;

@@ -216,10 +216,11 @@ async function updateClaimedRows(
       ? `${c.token} = (?::uuid[])[array_position(?::uuid[], ${c.id})]`
       : `(${c.id}, ${c.token}) in (values ${chunk.map(() => '(?, ?)').join(', ')})`;
     const held = `${postgres ? `${c.id} = any(?)` : `${c.id} in (${placeholders(chunk.length)})`} and ${pairs}`;
-    // The pending condition stays out of the locking subquery: in it, `dispatched_at is null` matches the claim
-    // index's predicate, and PostgreSQL scanned every pending row's entry of that index instead of looking the
-    // ids up by primary key. The UPDATE checks it on the row it locked.
-    const pending = `${c.dispatchedAt} is null${extraCondition}`;
+    // The UPDATE checks the pending condition on the row it locked, in a form the claim index's predicate does not
+    // match (DialectAdapter.pendingById): with `dispatched_at is null`, on statistics that said few rows were
+    // pending, PostgreSQL read every pending row's entry of that index and, for each, the locking subquery's rows
+    // again (a nested-loop semi join: 100 ids stamped among 2,000 pending rows in 30-50 ms instead of 2).
+    const pending = `${db.dialect.pendingById(c.dispatchedAt)}${extraCondition}`;
     const rows = await queryRows<{ id: string }>(
       db.autocommit,
       `update ${name} set ${assignments}
@@ -291,7 +292,7 @@ export function releaseClaim(db: DatabaseContext, table: DispatchTable, claim: C
   return runStatement(
     db.autocommit,
     `update ${name} set ${c.lockedUntil} = null, ${c.deliveryStartedAt} = null
-     where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
+     where ${c.id} = ? and ${c.token} = ? and ${db.dialect.pendingById(c.dispatchedAt)}`,
     [claim.id, claim.token],
   );
 }
@@ -315,7 +316,7 @@ export function recordFailure(db: DatabaseContext, table: DispatchTable, failure
     db.autocommit,
     `update ${name} set ${c.attempts} = ${c.attempts} + 1, ${c.lastError} = ?, ${c.availableAt} = ?, ${c.lockedUntil} = null,
        ${c.token} = ${db.dialect.newTokenSql}
-     where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
+     where ${c.id} = ? and ${c.token} = ? and ${db.dialect.pendingById(c.dispatchedAt)}`,
     [storableText(failure.error, ERROR_TEXT_LIMIT), failure.retryAt, failure.claim.id, failure.claim.token],
   );
 }
@@ -347,7 +348,7 @@ export function deadLetter(db: DatabaseContext, table: DispatchTable, record: De
     db.autocommit,
     `update ${name} set ${c.attempts} = ${c.attempts} + ${record.countsAnAttempt ? 1 : 0}, ${c.lastError} = ?, ${c.lockedUntil} = null,
        ${c.token} = ${db.dialect.newTokenSql}, ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.deadLetteredAt} = ?, ${c.deadLetterReason} = ?
-     where ${c.id} = ? and ${c.token} = ? and ${c.dispatchedAt} is null`,
+     where ${c.id} = ? and ${c.token} = ? and ${db.dialect.pendingById(c.dispatchedAt)}`,
     [
       storableText(record.error, ERROR_TEXT_LIMIT),
       record.now,
