@@ -161,6 +161,13 @@ export class SagaDispatcher implements AsyncDisposable {
   private pendingOutcomes: PendingOutcome[] = [];
   private controller: AbortController | undefined;
   private loop: Promise<void> | undefined;
+  /**
+   * When a claim of each table last came back empty (the clock's milliseconds); absent once one found rows. The
+   * loop claims such a table again only after `pollIntervalMs`, while the other table keeps it busy.
+   */
+  private readonly foundEmptyAt: Partial<Record<DispatchTable, number>> = {};
+  /** Timers this dispatcher fired: a timer's step may send messages, which the next pass publishes. */
+  private timersFired = 0;
 
   /** @throws SagaDefinitionError `OPTION_INVALID` for an option out of range. */
   constructor(options: SagaDispatcherOptions) {
@@ -262,12 +269,16 @@ export class SagaDispatcher implements AsyncDisposable {
     /** The pass whose published stamps are being written while the current one runs. */
     let stampsBehind: Promise<unknown> | undefined;
     let failures = 0;
+    /** Whether the next pass claims every table: the last one found nothing in those it claimed. */
+    let claimAll = false;
     while (!signal.aborted) {
       let stamping!: () => void;
       const onlyStamps = new Promise<void>((resolve) => {
         stamping = resolve;
       });
-      const settled = this.pass(signal, stamping).then(
+      const skipped = claimAll ? new Set<DispatchTable>() : this.tablesAtRest(clock.now());
+      claimAll = false;
+      const settled = this.pass(signal, stamping, skipped).then(
         (result) => ({ result }),
         (error: unknown) => ({ error }),
       );
@@ -294,6 +305,12 @@ export class SagaDispatcher implements AsyncDisposable {
       failures = 0;
       this.emit('pass', outcome.result);
       if (outcome.result.timers.claimed + outcome.result.timers.missed + outcome.result.outbox.claimed === 0) {
+        if (skipped.size > 0) {
+          // A table was left unclaimed while the other kept the loop busy: the next pass claims every table, rather
+          // than wait a poll interval after this one.
+          claimAll = true;
+          continue;
+        }
         // Idle only once the stamps written behind are written too (their pass reported): a listener of 'idle'
         // finds every row published so far stamped, as before the loop claimed behind them.
         if (stampsBehind) {
@@ -335,6 +352,26 @@ export class SagaDispatcher implements AsyncDisposable {
     }
   }
 
+  /**
+   * The tables the loop leaves unclaimed in its next pass: those whose last claim, less than `pollIntervalMs` ago,
+   * came back empty. While one table keeps the loop busy, the other costs no claim statement per pass, and a row
+   * that becomes due there waits at most about a poll interval, as it would with the loop idle.
+   */
+  private tablesAtRest(now: Date): Set<DispatchTable> {
+    const atRest = new Set<DispatchTable>();
+    for (const table of Object.values(DISPATCH_TABLES)) {
+      const at = this.foundEmptyAt[table];
+      if (at !== undefined && now.getTime() - at < this.options.pollIntervalMs) atRest.add(table);
+    }
+    return atRest;
+  }
+
+  /** Notes whether a claim of `table` at `at` came back empty, for {@link tablesAtRest}. */
+  private noteClaim(table: DispatchTable, at: Date, empty: boolean): void {
+    if (empty) this.foundEmptyAt[table] = at.getTime();
+    else delete this.foundEmptyAt[table];
+  }
+
   /** Logs a failed pass and reports it; with `signal`, waits the backoff (the loop's own pass). */
   private async reportFailedPass(error: unknown, failures: number, signal?: AbortSignal): Promise<void> {
     const { clock, pollIntervalMs, dbRetryMaxMs, logger } = this.options;
@@ -349,8 +386,13 @@ export class SagaDispatcher implements AsyncDisposable {
   /**
    * One pass. It resolves once the published stamps of its rows are written too; `onlyStamps` is called when
    * every delivery ended and only those stamps are left (the loop then claims again while they are written).
+   * The tables in `skipped` are not claimed.
    */
-  private async pass(signal: AbortSignal | undefined, onlyStamps?: () => void): Promise<DispatchPassResult> {
+  private async pass(
+    signal: AbortSignal | undefined,
+    onlyStamps?: () => void,
+    skipped: ReadonlySet<DispatchTable> = new Set(),
+  ): Promise<DispatchPassResult> {
     const now = this.options.clock.now();
     const result: Mutable<DispatchPassResult> = {
       timers: { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, released: 0, interrupted: 0, lost: 0 },
@@ -364,8 +406,11 @@ export class SagaDispatcher implements AsyncDisposable {
       // A message a timer of this pass sends is published by the next pass, which starts at once (this one
       // claimed something). A stopping dispatcher claims no more outbox rows only to release them again.
       const stamps: Promise<void>[] = [];
-      const timers = this.claimAndFireTimers(now, signal, result.timers);
-      const outbox = this.options.publish && !signal?.aborted ? this.claimAndPublish(signal, result.outbox, stamps) : undefined;
+      const timers = skipped.has(DISPATCH_TABLES.timer) ? undefined : this.claimAndFireTimers(now, signal, result.timers);
+      const outbox =
+        this.options.publish && !signal?.aborted && !skipped.has(DISPATCH_TABLES.outbox)
+          ? this.claimAndPublish(signal, result.outbox, stamps)
+          : undefined;
       const [timersDone, outboxDone] = await Promise.allSettled([timers, outbox]);
       if (stamps.length > 0) {
         // A pass that failed (its timer or outbox claim) is not overtaken: the loop hears of its failure when its
@@ -386,6 +431,7 @@ export class SagaDispatcher implements AsyncDisposable {
     const leaseUntil = new Date(now.getTime() + this.options.leaseMs);
     const { rows, undecodable } = await claimDueTimers(this.context, now, leaseUntil, this.options.batchSize, this.claimGuard(table, now));
     counts.claimed = rows.length + undecodable.length;
+    this.noteClaim(table, now, counts.claimed === 0);
     if (counts.claimed > 0) this.emit('claimed', { table, ids: [...rows, ...undecodable].map((r) => r.id), at: now, leaseUntil });
     // The claimed timers' sagas are read with one query while the undecodable rows are retired and the start
     // marks written; each saga's first delivery takes its row (saga-preload.ts).
@@ -411,6 +457,7 @@ export class SagaDispatcher implements AsyncDisposable {
     const table = DISPATCH_TABLES.outbox;
     const at = this.options.clock.now();
     const leaseUntil = new Date(at.getTime() + this.options.leaseMs);
+    const firedBefore = this.timersFired;
     const reservation = this.pool.reserve();
     const startAtClaim = reservation && { upTo: this.options.concurrency, maxAttempts: this.options.maxAttempts };
     let claimed: Awaited<ReturnType<typeof claimDueOutboxRows>>;
@@ -422,6 +469,8 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     const { rows, undecodable } = claimed;
     counts.claimed = rows.length + undecodable.length;
+    // Empty while a timer fired meanwhile is not at rest: the step may have sent a message this claim missed.
+    this.noteClaim(table, at, counts.claimed === 0 && this.timersFired === firedBefore);
     if (counts.claimed > 0) {
       this.emit('claimed', { table, ids: [...rows.map((r) => r.envelope.id), ...undecodable.map((r) => r.id)], at, leaseUntil });
     }
@@ -521,6 +570,8 @@ export class SagaDispatcher implements AsyncDisposable {
         counts.stale++;
       } else {
         counts.fired++;
+        this.timersFired++;
+        delete this.foundEmptyAt[DISPATCH_TABLES.outbox];
         this.metrics.add('timersFired', timer.sagaType);
       }
     } catch (error) {
