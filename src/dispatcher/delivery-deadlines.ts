@@ -1,4 +1,4 @@
-import type { Clock } from '../time/clock.js';
+import { type Clock, ENDED } from '../time/clock.js';
 
 /** Marks a delivery that ran past `deliveryTimeoutMs`. */
 export class DeliveryTimeout extends Error {
@@ -36,18 +36,24 @@ export class DeliveryDeadlines {
 
   /** Settles as `work` does, or fails with DeliveryTimeout once `work` ran for `timeoutMs`. */
   race<T>(work: PromiseLike<T> | T): Promise<T> {
-    // A publisher typed loosely may return a plain value: treat it as settled.
-    const running = Promise.resolve(work);
-    let deadline!: Deadline;
-    const expired = new Promise<never>((_, reject) => {
-      deadline = { at: this.clock.now().getTime() + this.timeoutMs, expire: reject, settled: false };
+    return new Promise<T>((resolve, reject) => {
+      const deadline: Deadline = { at: this.clock.now().getTime() + this.timeoutMs, expire: reject, settled: false };
+      this.queue.push(deadline);
+      this.open++;
+      this.arm();
+      // A publisher typed loosely may return a plain value: treat it as settled. Once expired, the deadline's
+      // rejection has settled this promise and the late outcome is dropped.
+      Promise.resolve(work).then(
+        (value) => {
+          this.settle(deadline);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.settle(deadline);
+          reject(error);
+        },
+      );
     });
-    this.queue.push(deadline);
-    this.open++;
-    this.arm();
-    const settle = () => this.settle(deadline);
-    running.then(settle, settle);
-    return Promise.race([running, expired]);
   }
 
   private settle(deadline: Deadline): void {
@@ -55,7 +61,7 @@ export class DeliveryDeadlines {
     deadline.settled = true;
     this.settledInQueue++;
     if (--this.open === 0) {
-      this.watchdog?.abort();
+      this.watchdog?.abort(ENDED);
       this.watchdog = undefined;
       this.queue.length = 0;
       this.settledInQueue = 0;

@@ -1,7 +1,7 @@
 import type { DatabaseContext } from '../sql/database-context.js';
 import { type Claim, DISPATCH_TABLES, type DispatchTable, renewLeases } from '../sql/dispatch-statements.js';
 import type { SagaLogger } from '../telemetry/logger.js';
-import type { Clock } from '../time/clock.js';
+import { type Clock, ENDED } from '../time/clock.js';
 import { describeError } from './describe-error.js';
 
 /** What one lease renewal did. */
@@ -29,8 +29,8 @@ export interface LeaseKeeperOptions {
  * database could not be reached) and is reported lost, so its row is not delivered or published again.
  */
 export class LeaseKeeper {
-  // Keyed by claim (id and token), not id: a row claimed again under a new token is another claim, and ending
-  // one must not end the renewal of the other.
+  // Keyed by claim token, not id: every claim draws a new random token, so a row claimed again is another claim,
+  // and ending one must not end the renewal of the other.
   private readonly held: Record<DispatchTable, Map<string, Claim>> = { saga_timer: new Map(), saga_outbox: new Map() };
   private readonly lost: Record<DispatchTable, Set<string>> = { saga_timer: new Set(), saga_outbox: new Set() };
   private stopper: AbortController | undefined;
@@ -42,7 +42,8 @@ export class LeaseKeeper {
 
   /** Starts keeping the leases of `claims`. */
   hold(table: DispatchTable, claims: readonly Claim[]): void {
-    for (const claim of claims) this.held[table].set(claimKey(claim), { id: claim.id, token: claim.token });
+    const held = this.held[table];
+    for (const claim of claims) held.set(claim.token, { id: claim.id, token: claim.token });
     if (claims.length > 0 && !this.stopper) {
       const stopper = new AbortController();
       this.stopper = stopper;
@@ -52,14 +53,14 @@ export class LeaseKeeper {
 
   /** Stops keeping a claim's lease: its delivery ended (or it was given back). */
   let(table: DispatchTable, claim: Claim): void {
-    this.held[table].delete(claimKey(claim));
-    this.lost[table].delete(claimKey(claim));
+    this.held[table].delete(claim.token);
+    this.lost[table].delete(claim.token);
     if (this.held.saga_timer.size + this.held.saga_outbox.size === 0) this.stop();
   }
 
   /** Whether a renewal found the row taken over since it was claimed. */
   isLost(table: DispatchTable, claim: Claim): boolean {
-    return this.lost[table].has(claimKey(claim));
+    return this.lost[table].has(claim.token);
   }
 
   /** Ids of the rows held in `table`: a claim of this dispatcher leaves them alone. */
@@ -69,7 +70,7 @@ export class LeaseKeeper {
 
   /** Ends the renewals (the leases then run out by themselves). */
   stop(): void {
-    this.stopper?.abort();
+    this.stopper?.abort(ENDED);
     this.stopper = undefined;
   }
 
@@ -105,17 +106,13 @@ export class LeaseKeeper {
     const lost: string[] = [];
     for (const claim of claims) {
       // A row whose delivery ended while the renewal ran is simply no longer held.
-      if (kept.has(claim.id) || !this.held[table].has(claimKey(claim))) continue;
-      this.held[table].delete(claimKey(claim));
-      this.lost[table].add(claimKey(claim));
+      if (kept.has(claim.id) || !this.held[table].has(claim.token)) continue;
+      this.held[table].delete(claim.token);
+      this.lost[table].add(claim.token);
       lost.push(claim.id);
     }
     if (lost.length > 0)
       this.options.logger.warn(`${lost.length} ${table} claim(s) were taken over by another dispatcher; they are not delivered here`);
     return { table, renewed: [...kept], lost, leaseUntil };
   }
-}
-
-function claimKey(claim: Claim): string {
-  return `${claim.id}\u0000${claim.token}`;
 }

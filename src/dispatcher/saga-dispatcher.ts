@@ -20,6 +20,7 @@ import {
 } from '../sql/dispatch-statements.js';
 import { type SagaCounterName, SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { storableText } from '../text/storable-text.js';
+import { ENDED } from '../time/clock.js';
 import { type ClaimedOutboxRow, claimDueOutboxRows, claimDueTimers, type UndecodableRow } from './claim-due-rows.js';
 import { CoalescedWrite } from './coalesced-write.js';
 import { DeliveryDeadlines } from './delivery-deadlines.js';
@@ -110,6 +111,11 @@ interface HeldRow extends Claim {
 /** A published row's stamp, written after its delivery ended (the row stays held until it is written or kept). */
 interface Stamping {
   readonly stamped: Promise<void>;
+}
+
+/** The held row of a claimed outbox row. */
+function heldOutboxRow({ envelope, token, lastError }: ClaimedOutboxRow): HeldRow {
+  return { id: envelope.id, token, sagaType: envelope.sagaType, sagaId: envelope.sagaId, attempts: envelope.attempts, lastError };
 }
 
 /** What the loop learns when a pass it waits for has delivered every row and only writes their published stamps. */
@@ -218,7 +224,7 @@ export class SagaDispatcher implements AsyncDisposable {
    */
   async stop(): Promise<void> {
     const loop = this.loop;
-    this.controller?.abort();
+    this.controller?.abort(ENDED);
     if (loop || this.pendingOutcomes.length > 0) {
       const { clock, stopTimeoutMs, logger } = this.options;
       const giveUp = new AbortController();
@@ -231,7 +237,7 @@ export class SagaDispatcher implements AsyncDisposable {
           .then(() => true),
         clock.sleep(stopTimeoutMs, giveUp.signal).then(() => false),
       ]);
-      giveUp.abort();
+      giveUp.abort(ENDED);
       if (!finished) {
         this.leases.stop();
         logger.error(
@@ -338,7 +344,7 @@ export class SagaDispatcher implements AsyncDisposable {
     onlyStamps: Promise<void>,
   ): Promise<T | typeof STAMPS_LEFT | undefined> {
     const overtake = new AbortController();
-    const abort = () => overtake.abort();
+    const abort = () => overtake.abort(ENDED);
     signal.addEventListener('abort', abort, { once: true });
     const overtaken = this.options.clock
       .sleep(this.options.pollIntervalMs, overtake.signal)
@@ -347,7 +353,7 @@ export class SagaDispatcher implements AsyncDisposable {
     try {
       return await Promise.race([settled, overtaken, onlyStamps.then((): typeof STAMPS_LEFT => STAMPS_LEFT)]);
     } finally {
-      overtake.abort();
+      overtake.abort(ENDED);
       signal.removeEventListener('abort', abort);
     }
   }
@@ -476,16 +482,15 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     // The rows started by the claim go first: they are the heads of their lanes, and start before submit returns.
     const ordered = [...rows.filter((row) => row.startedAtClaim), ...rows.filter((row) => !row.startedAtClaim)];
-    const held = ordered.map((row) => ({
-      row,
-      claim: { ...row.envelope, id: row.envelope.id, token: row.token, lastError: row.lastError },
-    }));
+    const held = ordered.map((row) => ({ row, claim: heldOutboxRow(row) }));
     this.leases.hold(
       table,
       held.map((h) => h.claim),
     );
     const delivered = this.pool.submit(
-      held.map(({ row, claim }) => this.task(table, claim, signal, counts, () => this.publishOne(row, counts, stamps), row.startedAtClaim)),
+      held.map(({ row, claim }) =>
+        this.task(table, claim, signal, counts, () => this.publishOne(row, claim, counts, stamps), row.startedAtClaim),
+      ),
       reservation,
     );
     // After the submit: rows the claim marked started must not wait on these statements.
@@ -585,11 +590,11 @@ export class SagaDispatcher implements AsyncDisposable {
    */
   private async publishOne(
     claimed: ClaimedOutboxRow,
+    row: HeldRow,
     counts: Mutable<DispatchPassResult['outbox']>,
     stamps: Promise<void>[],
   ): Promise<Stamping | undefined> {
     const { envelope } = claimed;
-    const row: HeldRow = { ...envelope, token: claimed.token, lastError: claimed.lastError };
     const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
     if (!claimed.startedAtClaim && !(await this.startDelivery(DISPATCH_TABLES.outbox, row, what, counts))) return;
     try {
@@ -606,14 +611,19 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   /** Stamps a published row published (token-checked); when the database cannot take it, keeps it for the next pass. */
-  private async stampPublished(row: HeldRow, id: string): Promise<void> {
-    const stamped = await this.writeOrKeep(DISPATCH_TABLES.outbox, row, () => this.published.submit(row));
-    if (stamped === false) {
-      // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
-      this.options.logger.warn(`outbox message ${id} was published after its lease ended; it may be published again`);
-    } else if (stamped === undefined) {
-      this.options.logger.error(`outbox message ${id} was published but could not be stamped yet; it is stamped at the next pass`);
-    }
+  private stampPublished(row: HeldRow, id: string): Promise<void> {
+    // Without async wrappers: one stamp per published row, and every promise counts at the relay's rate.
+    const write = () => this.published.submit(row);
+    return write().then(
+      (stamped) => {
+        // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
+        if (!stamped) this.options.logger.warn(`outbox message ${id} was published after its lease ended; it may be published again`);
+      },
+      () => {
+        this.keep(DISPATCH_TABLES.outbox, row, write);
+        this.options.logger.error(`outbox message ${id} was published but could not be stamped yet; it is stamped at the next pass`);
+      },
+    );
   }
 
   /**
@@ -668,10 +678,15 @@ export class SagaDispatcher implements AsyncDisposable {
     try {
       return await write();
     } catch {
-      this.pendingOutcomes.push({ table, claim: { id: claim.id, token: claim.token }, write });
-      if (this.pendingOutcomes.length > MAX_PENDING_OUTCOMES) this.pendingOutcomes.shift();
+      this.keep(table, claim, write);
       return undefined;
     }
+  }
+
+  /** Keeps a row's outcome the database could not take, for the next pass (and stop()). */
+  private keep(table: DispatchTable, claim: Claim, write: () => Promise<unknown>): void {
+    this.pendingOutcomes.push({ table, claim: { id: claim.id, token: claim.token }, write });
+    if (this.pendingOutcomes.length > MAX_PENDING_OUTCOMES) this.pendingOutcomes.shift();
   }
 
   /** Writes the kept outcomes, oldest first; stops at the first the database still refuses (and rethrows). */

@@ -12,7 +12,7 @@ import { verifySagaSchema } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
 import { findHandledMessage, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
-import { type Clock, systemClock } from '../time/clock.js';
+import { type Clock, ENDED, systemClock } from '../time/clock.js';
 import { checkCorrelationId, correlationCheckFor } from './correlation-value.js';
 import type { SagaDefinition, SagaMessage } from './define-saga.js';
 import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS } from './handle-result.js';
@@ -658,7 +658,7 @@ function pauseBeforeTurn(clock: Clock, ms: number): Promise<void> {
     timeout = setTimeout(resolve, ms);
   });
   return Promise.race([clock.sleep(ms, done.signal), real]).finally(() => {
-    done.abort();
+    done.abort(ENDED);
     clearTimeout(timeout);
   });
 }
