@@ -6,13 +6,15 @@ export const SHORT = process.env.BENCH_SHORT === '1' || process.argv.includes('-
 
 /** Sizes of one run of each figure, and how many times each variant runs (interleaved). */
 export const BENCH_SETTINGS = SHORT
-  ? { reps: 1, relayRows: 300, firingTimers: 60, stepMessages: 48, sqliteTimers: 60 }
+  ? { reps: 1, relayRows: 300, firingTimers: 60, stepMessages: 48, sqliteTimers: 60, historyRows: 2_000, emptyPasses: 20 }
   : {
       reps: Number(process.env.BENCH_REPS ?? 3),
       relayRows: Number(process.env.BENCH_RELAY_ROWS ?? 5_000),
       firingTimers: Number(process.env.BENCH_TIMERS ?? 1_000),
       stepMessages: Number(process.env.BENCH_STEPS ?? 2_400),
       sqliteTimers: Number(process.env.BENCH_SQLITE_TIMERS ?? 1_000),
+      historyRows: Number(process.env.BENCH_HISTORY_ROWS ?? 1_000_000),
+      emptyPasses: Number(process.env.BENCH_EMPTY_PASSES ?? 500),
     };
 
 /** The PostgreSQL server the figures create their databases on. */

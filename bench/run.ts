@@ -6,7 +6,8 @@
  *   npm run bench                       # full run (see docs/performance.md for its duration); on MikroORM 6 it
  *                                       # also measures timer firing and the saga step on 7 (bench/both-majors.ts)
  *   npm run bench -- --short            # every figure once on a few rows (BENCH_SHORT=1 does the same)
- *   BENCH_REPS=5 npm run bench          # more repetitions; BENCH_RELAY_ROWS, BENCH_TIMERS, BENCH_STEPS, BENCH_SQLITE_TIMERS
+ *   BENCH_REPS=5 npm run bench          # more repetitions; BENCH_RELAY_ROWS, BENCH_TIMERS, BENCH_STEPS, BENCH_SQLITE_TIMERS,
+ *                                       # BENCH_HISTORY_ROWS, BENCH_EMPTY_PASSES
  *   DATABASE_URL=postgres://... npm run bench
  *   npm run bench -- --only relay       # only the steps whose name contains "relay" (here the outbox relay); the
  *                                       # results go to .tmp/bench-only-relay.json (untracked), never over latest.json
@@ -17,13 +18,14 @@ import { dirname } from 'node:path';
 import { postgresReachable } from './bench-database.js';
 import { BENCH_SETTINGS, POSTGRES_URL, RESULTS_FILE, SHORT } from './bench-settings.js';
 import { type BenchStep, BOTH_MAJORS_STEPS, measureSteps, mikroOrm7Figures, ORM_VERSION } from './both-majors.js';
+import { dispatchHistoryFigures } from './dispatch-history.js';
 import { formatTable } from './figure-stats.js';
 import { outboxRelayFigures } from './outbox-relay.js';
 import { sagaStepFigures } from './saga-step.js';
 import { sqliteProcessFigures } from './sqlite-processes.js';
 
 const started = Date.now();
-const { reps, relayRows, sqliteTimers, stepMessages } = BENCH_SETTINGS;
+const { reps, relayRows, sqliteTimers, stepMessages, historyRows, emptyPasses } = BENCH_SETTINGS;
 const log = (line: string) => console.info(line);
 if (!(await postgresReachable())) {
   console.error(`PostgreSQL is not reachable at ${POSTGRES_URL} (set DATABASE_URL): every PostgreSQL figure needs it.`);
@@ -42,6 +44,7 @@ const allSteps: BenchStep[] = [
     : [['saga step, SQLite (better-sqlite)', () => sagaStepFigures('better-sqlite', reps, stepMessages)] as const]),
   ...(ORM_VERSION.startsWith('7.') ? [] : [['MikroORM 7: timer firing and saga step', mikroOrm7Figures] as const]),
   ['SQLite processes', () => sqliteProcessFigures(reps, sqliteTimers, log)],
+  ['empty pass with history', () => dispatchHistoryFigures(reps, historyRows, emptyPasses)],
 ];
 const only = onlyFilter(process.argv);
 const steps = only ? allSteps.filter(([what]) => what.includes(only)) : allSteps;

@@ -5,6 +5,7 @@ import { Migration20261130063251 as PostgreSqlInitial } from './postgresql/Migra
 import { Migration20261130100809 as PostgreSqlHandledMessages } from './postgresql/Migration20261130100809.js';
 import { Migration20261130101137 as PostgreSqlDeliveryStarted } from './postgresql/Migration20261130101137.js';
 import { Migration20261201011500 as PostgreSqlClaimIndex } from './postgresql/Migration20261201011500.js';
+import { Migration20261201230000 as PostgreSqlAutovacuum } from './postgresql/Migration20261201230000.js';
 import { Migration20261130063252 as SqliteInitial } from './sqlite/Migration20261130063252.js';
 import { Migration20261130100816 as SqliteHandledMessages } from './sqlite/Migration20261130100816.js';
 import { Migration20261130101148 as SqliteDeliveryStarted } from './sqlite/Migration20261130101148.js';
@@ -13,7 +14,8 @@ import { Migration20261201011501 as SqliteClaimIndex } from './sqlite/Migration2
 /**
  * The library's migrations, oldest first, for MikroORM's `migrations.migrationsList`.
  * They create `saga_timer`, `saga_outbox` and `saga_handled_message` with every index, then add the delivery
- * start mark (`delivery_started_at`) to the first two, then index their pending rows in claim order (see docs/migrations.md).
+ * start mark (`delivery_started_at`) to the first two, then index their pending rows in claim order, then (PostgreSQL
+ * only) have autovacuum clean and analyze those two sooner (see docs/migrations.md).
  */
 export const SAGA_MIGRATIONS: { readonly postgresql: readonly MigrationObject[]; readonly sqlite: readonly MigrationObject[] } = {
   postgresql: [
@@ -21,6 +23,7 @@ export const SAGA_MIGRATIONS: { readonly postgresql: readonly MigrationObject[];
     { name: 'Migration20261130100809', class: PostgreSqlHandledMessages },
     { name: 'Migration20261130101137', class: PostgreSqlDeliveryStarted },
     { name: 'Migration20261201011500', class: PostgreSqlClaimIndex },
+    { name: 'Migration20261201230000', class: PostgreSqlAutovacuum },
   ],
   sqlite: [
     { name: 'Migration20261130063252', class: SqliteInitial },

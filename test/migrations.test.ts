@@ -157,6 +157,46 @@ for (const dialect of DIALECTS) {
   });
 }
 
+describe('autovacuum settings of the dispatch tables (postgresql)', () => {
+  const db = useDatabase('postgresql', []);
+  const settingsOf = async () => {
+    const rows = await db()
+      .orm.em.fork()
+      .getConnection()
+      .execute<{ relname: string; reloptions: string[] | null }[]>(
+        `select relname, reloptions from pg_class where relname in ('saga_timer', 'saga_outbox') and relkind = 'r' order by relname`,
+      );
+    return (rows as { relname: string; reloptions: string[] | null }[]).map((row) => ({
+      table: row.relname,
+      settings: [...(row.reloptions ?? [])].sort(),
+    }));
+  };
+  const twoPercent = [
+    'autovacuum_analyze_scale_factor=0.02',
+    'autovacuum_analyze_threshold=1000',
+    'autovacuum_vacuum_scale_factor=0.02',
+    'autovacuum_vacuum_threshold=1000',
+  ];
+
+  it('vacuums and analyzes saga_timer and saga_outbox after 2% of their rows (at least 1,000) changed; down() resets them', async () => {
+    expect(await settingsOf()).toEqual([
+      { table: 'saga_outbox', settings: twoPercent },
+      { table: 'saga_timer', settings: twoPercent },
+    ]);
+    const migrator = db().orm.migrator as unknown as {
+      down(options: { to: string }): Promise<unknown>;
+      up(): Promise<unknown>;
+    };
+    await migrator.down({ to: 'Migration20261201011500' });
+    expect(await settingsOf()).toEqual([
+      { table: 'saga_outbox', settings: [] },
+      { table: 'saga_timer', settings: [] },
+    ]);
+    await migrator.up();
+    expect((await settingsOf()).map((row: { settings: string[] }) => row.settings)).toEqual([twoPercent, twoPercent]);
+  });
+});
+
 describe('sagaMigration, for an app that keeps its migrations in a folder', () => {
   it('returns the named migration class of the dialect', () => {
     for (const dialect of DIALECTS.map(sagaDialectOf)) {
