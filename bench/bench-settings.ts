@@ -6,7 +6,16 @@ export const SHORT = process.env.BENCH_SHORT === '1' || process.argv.includes('-
 
 /** Sizes of one run of each figure, and how many times each variant runs (interleaved). */
 export const BENCH_SETTINGS = SHORT
-  ? { reps: 1, relayRows: 300, firingTimers: 60, stepMessages: 48, sqliteTimers: 60, historyRows: 2_000, emptyPasses: 20 }
+  ? {
+      reps: 1,
+      relayRows: 300,
+      firingTimers: 60,
+      stepMessages: 48,
+      sqliteTimers: 60,
+      historyRows: 2_000,
+      emptyPasses: 20,
+      memoryTimers: 300,
+    }
   : {
       reps: Number(process.env.BENCH_REPS ?? 3),
       relayRows: Number(process.env.BENCH_RELAY_ROWS ?? 5_000),
@@ -15,6 +24,7 @@ export const BENCH_SETTINGS = SHORT
       sqliteTimers: Number(process.env.BENCH_SQLITE_TIMERS ?? 1_000),
       historyRows: Number(process.env.BENCH_HISTORY_ROWS ?? 1_000_000),
       emptyPasses: Number(process.env.BENCH_EMPTY_PASSES ?? 500),
+      memoryTimers: Number(process.env.BENCH_MEMORY_TIMERS ?? 100_000),
     };
 
 /** The PostgreSQL server the figures create their databases on. */

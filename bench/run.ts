@@ -7,7 +7,7 @@
  *                                       # also measures timer firing and the saga step on 7 (bench/both-majors.ts)
  *   npm run bench -- --short            # every figure once on a few rows (BENCH_SHORT=1 does the same)
  *   BENCH_REPS=5 npm run bench          # more repetitions; BENCH_RELAY_ROWS, BENCH_TIMERS, BENCH_STEPS, BENCH_SQLITE_TIMERS,
- *                                       # BENCH_HISTORY_ROWS, BENCH_EMPTY_PASSES
+ *                                       # BENCH_HISTORY_ROWS, BENCH_EMPTY_PASSES, BENCH_MEMORY_TIMERS
  *   DATABASE_URL=postgres://... npm run bench
  *   npm run bench -- --only relay       # only the steps whose name contains "relay" (here the outbox relay); the
  *                                       # results go to .tmp/bench-only-relay.json (untracked), never over latest.json
@@ -19,13 +19,14 @@ import { postgresReachable } from './bench-database.js';
 import { BENCH_SETTINGS, POSTGRES_URL, RESULTS_FILE, SHORT } from './bench-settings.js';
 import { type BenchStep, BOTH_MAJORS_STEPS, measureSteps, mikroOrm7Figures, ORM_VERSION } from './both-majors.js';
 import { dispatchHistoryFigures } from './dispatch-history.js';
+import { dispatchMemoryFigures } from './dispatch-memory.js';
 import { formatTable } from './figure-stats.js';
 import { outboxRelayFigures } from './outbox-relay.js';
 import { sagaStepFigures } from './saga-step.js';
 import { sqliteProcessFigures } from './sqlite-processes.js';
 
 const started = Date.now();
-const { reps, relayRows, sqliteTimers, stepMessages, historyRows, emptyPasses } = BENCH_SETTINGS;
+const { reps, relayRows, sqliteTimers, stepMessages, historyRows, emptyPasses, memoryTimers } = BENCH_SETTINGS;
 const log = (line: string) => console.info(line);
 if (!(await postgresReachable())) {
   console.error(`PostgreSQL is not reachable at ${POSTGRES_URL} (set DATABASE_URL): every PostgreSQL figure needs it.`);
@@ -45,6 +46,7 @@ const allSteps: BenchStep[] = [
   ...(ORM_VERSION.startsWith('7.') ? [] : [['MikroORM 7: timer firing and saga step', mikroOrm7Figures] as const]),
   ['SQLite processes', () => sqliteProcessFigures(reps, sqliteTimers, log)],
   ['empty pass with history', () => dispatchHistoryFigures(reps, historyRows, emptyPasses)],
+  ['RSS while draining timers', () => dispatchMemoryFigures(memoryTimers)],
 ];
 const only = onlyFilter(process.argv);
 const steps = only ? allSteps.filter(([what]) => what.includes(only)) : allSteps;
