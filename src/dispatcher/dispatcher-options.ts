@@ -59,7 +59,10 @@ export interface SagaDispatcherOptions {
   readonly publish?: OutboxPublisher;
   /** Source of "now". Default: the runtime's clock. */
   readonly clock?: Clock;
-  /** Pause after a pass that found nothing to do, ms. Default 5,000. */
+  /**
+   * Pause after a pass that found nothing to do, ms. Default 5,000. Also how long the loop leaves a table whose
+   * claim came back empty unclaimed while the other table keeps it busy.
+   */
   readonly pollIntervalMs?: number;
   /**
    * Rows claimed per table per pass. Default 100 on PostgreSQL; on SQLite `2 x concurrency` (20 by default),
