@@ -290,7 +290,7 @@ export class SagaDispatcher implements AsyncDisposable {
       );
       inFlight.add(settled);
       void settled.then(() => inFlight.delete(settled));
-      const outcome = await this.untilSettledOrOvertaken(settled, signal, onlyStamps);
+      const outcome = await this.untilSettledOrOvertaken(settled, signal, onlyStamps, this.restLeft(skipped, clock.now()));
       if (outcome === undefined || outcome === STAMPS_LEFT) {
         // The pass waits on slow deliveries, or only on its published stamps: it reports when they end, and the
         // next pass claims meanwhile.
@@ -333,21 +333,23 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   /**
-   * Waits for `settled`, or for the moment it may be overtaken: a poll interval has passed and the pool has
-   * a free slot (the pass waits on slow deliveries), or `onlyStamps` resolved (every delivery of the pass ended;
-   * it waits only for the statement stamping its published rows, which the next claim need not wait for).
-   * Returns {@link STAMPS_LEFT} in that last case, undefined when otherwise overtaken or stopping.
+   * Waits for `settled`, or for the moment it may be overtaken: a poll interval has passed (or, sooner, the rest of
+   * a table the pass left unclaimed ended: `restLeftMs`) and the pool has a free slot (the pass waits on slow
+   * deliveries), or `onlyStamps` resolved (every delivery of the pass ended; it waits only for the statement stamping
+   * its published rows, which the next claim need not wait for). Returns {@link STAMPS_LEFT} in that last case,
+   * undefined when otherwise overtaken or stopping.
    */
   private async untilSettledOrOvertaken<T>(
     settled: Promise<T>,
     signal: AbortSignal,
     onlyStamps: Promise<void>,
+    restLeftMs = Number.POSITIVE_INFINITY,
   ): Promise<T | typeof STAMPS_LEFT | undefined> {
     const overtake = new AbortController();
     const abort = () => overtake.abort(ENDED);
     signal.addEventListener('abort', abort, { once: true });
     const overtaken = this.options.clock
-      .sleep(this.options.pollIntervalMs, overtake.signal)
+      .sleep(Math.min(this.options.pollIntervalMs, restLeftMs), overtake.signal)
       .then(() => this.pool.whenRoom(overtake.signal))
       .then(() => undefined);
     try {
@@ -366,10 +368,27 @@ export class SagaDispatcher implements AsyncDisposable {
   private tablesAtRest(now: Date): Set<DispatchTable> {
     const atRest = new Set<DispatchTable>();
     for (const table of Object.values(DISPATCH_TABLES)) {
-      const at = this.foundEmptyAt[table];
-      if (at !== undefined && now.getTime() - at < this.options.pollIntervalMs) atRest.add(table);
+      if (this.restOf(table, now) > 0) atRest.add(table);
     }
     return atRest;
+  }
+
+  /**
+   * How long `table` still rests at `now`, ms (0 when it does not). A clock that stepped back since the empty claim
+   * ends the rest: measured on it, the rest would last as long as the step.
+   */
+  private restOf(table: DispatchTable, now: Date): number {
+    const at = this.foundEmptyAt[table];
+    if (at === undefined) return 0;
+    const since = now.getTime() - at;
+    return since < 0 ? 0 : Math.max(0, this.options.pollIntervalMs - since);
+  }
+
+  /** When the first of `tables` stops resting, ms from `now` (infinite for none): a pass that left them out is overtaken then. */
+  private restLeft(tables: ReadonlySet<DispatchTable>, now: Date): number {
+    let left = Number.POSITIVE_INFINITY;
+    for (const table of tables) left = Math.min(left, this.restOf(table, now));
+    return left;
   }
 
   /** Notes whether a claim of `table` at `at` came back empty, for {@link tablesAtRest}. */
