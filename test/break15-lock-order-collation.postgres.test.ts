@@ -1,4 +1,5 @@
-// FOUND: the group commit and the dispatcher's by-id statements disagree on "saga order" for saga types outside
+// FOUND (fixed: the group compares lock keys by code point, src/text/code-point-order.ts): the group commit and the
+// dispatcher's by-id statements disagreed on "saga order" for saga types outside
 // ASCII. A group orders its units with JavaScript string comparison (lockOrder()/compareKeys(): UTF-16 code
 // units), while updateClaimedRows()/lockedInSagaOrder() lock timer rows `order by saga_type collate "C"` (the bytes
 // of UTF-8). The two orders differ whenever a type holds a character above U+FFFF (a surrogate pair, 0xD800..,
@@ -120,13 +121,17 @@ describe('saga order: the group commit vs the by-id statements, saga types outsi
     const blocker = hold.arm(blockerKey);
     const head = runtime.handle(blockerDef, { type: 'Do', key: blockerKey });
     await blocker.reached.promise;
-    // JS order writes the ASTRAL unit first: hold before the FULLWIDTH one's flush.
-    const secondHold = hold.arm(keyF);
+    // Whichever unit the group writes first goes on; the group is then held before the second one's flush, holding
+    // the first one's timer row (in the code-unit order this test was written against, ASTRAL's).
+    const holds = [hold.arm(keyA), hold.arm(keyF)];
     gate.go.resolve();
     await drainContinuations();
     blocker.release.resolve();
     await head;
-    await secondHold.reached.promise; // the group stamped ASTRAL's timer and holds its row
+    const first = await Promise.race(holds.map((h) => h.reached.promise.then(() => h)));
+    const secondHold = holds.find((h) => h !== first)!;
+    first.release.resolve();
+    await secondHold.reached.promise;
 
     const renewer = await db().openAnother({ pool: { min: 0, max: 1 } });
     opened.push(renewer);
@@ -139,9 +144,10 @@ describe('saga order: the group commit vs the by-id statements, saga types outsi
       (ids) => ({ ids }),
       (error: unknown) => ({ error }),
     );
-    // The renewal locks FULLWIDTH's timer first ("C" order), then waits for ASTRAL's, which the group holds.
+    // The renewal locks in "C" order, FULLWIDTH's timer first: it waits for the row the group holds. Written in the
+    // other order, the group held ASTRAL's: the renewal held FULLWIDTH's, which the group needs next (40P01).
     while ((await lockWaiters(db().orm)) < 1) await drainContinuations();
-    secondHold.release.resolve(); // the group now stamps FULLWIDTH's timer: held by the renewal
+    secondHold.release.resolve();
 
     const results = (await Promise.all(units)) as HandleResult[];
     const renewed = await renewal;
