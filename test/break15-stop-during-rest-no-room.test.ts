@@ -8,6 +8,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { claimCounter } from './support/claim-counter.js';
 import { DIALECTS } from './support/databases.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
@@ -24,14 +25,8 @@ for (const dialect of DIALECTS) {
         await seeding.handle(scriptedSaga, { type: 'Start', key: uniqueKey('b15'), actions: [{ op: 'send', message: { type } }] });
         clock.advance(1);
       }
-      const claims = { saga_timer: 0, saga_outbox: 0 };
-      const orm = await db().openAnother({
-        onQuery: (sql: string) => {
-          const claim = /update [`"](saga_timer|saga_outbox)[`"] set [`"]token[`"] =/.exec(sql);
-          if (claim) claims[claim[1] as keyof typeof claims]++;
-          return sql;
-        },
-      });
+      const { claims, onQuery } = claimCounter();
+      const orm = await db().openAnother({ onQuery });
       const entered = deferred();
       const gate = deferred();
       const published: string[] = [];

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { type DispatchPassResult, SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { claimCounter } from './support/claim-counter.js';
 import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
@@ -18,14 +19,8 @@ for (const dialect of DIALECTS) {
 
     /** A loop on an ORM of its own whose claim statements are counted per table; `run` resolves at its first idle. */
     const loop = async (clock: FakeClock, publish: (envelope: { type: string }) => void) => {
-      const claims = { saga_timer: 0, saga_outbox: 0 };
-      const orm = await db().openAnother({
-        onQuery: (sql: string) => {
-          const claim = /update [`"](saga_timer|saga_outbox)[`"] set [`"]token[`"] =/.exec(sql);
-          if (claim) claims[claim[1] as keyof typeof claims]++;
-          return sql;
-        },
-      });
+      const { claims, onQuery } = claimCounter();
+      const orm = await db().openAnother({ onQuery });
       const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock });
       const dispatcher = new SagaDispatcher({
         runtime,
