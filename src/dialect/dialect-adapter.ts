@@ -44,6 +44,17 @@ export interface DialectAdapter {
    */
   pendingById(column: string): string;
   /**
+   * Planner settings a claim is planned and run under (statements without parameters or results, each in force for
+   * the claim's own transaction only). PostgreSQL: no sort. A claim takes the oldest due rows (`order by
+   * available_at, id limit n for update skip locked`), which the claim index gives in that order; but with statistics
+   * that say few rows are pending (a table just filled, or a burst since the last ANALYZE: the recovery after an
+   * outage), PostgreSQL read every pending row and sorted them all under the lock, on every claim: 54 ms for a
+   * batch of 100 out of 50,000 pending, against 0.7 ms in index order. With sorting off the claim index is read in
+   * order and the claim stops after its batch. Sorting off makes PostgreSQL reckon the claim's few unavoidable sorts
+   * (100 rows each) as very costly, which would start JIT compilation (0.5 s per claim): JIT is off too.
+   */
+  readonly claimSettings: readonly string[];
+  /**
    * Reads a JSON column value returned by a native query.
    * @throws SyntaxError when the stored text is not JSON (a column that holds text, as on SQLite).
    */
@@ -65,6 +76,7 @@ const postgresql: DialectAdapter = {
   groupsAtOnce: 2,
   newTokenSql: 'gen_random_uuid()',
   pendingById: postgresPendingById,
+  claimSettings: ['set local enable_sort = off', 'set local jit = off'],
   // The pg driver already parses json and jsonb columns: a string here is a JSON string value, not JSON text.
   readJson: (value) => value,
   readDate: (value) => (value == null ? null : value instanceof Date ? value : new Date(value as string)),
@@ -81,6 +93,8 @@ const sqlite: DialectAdapter = {
   newTokenSql:
     "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))",
   pendingById: (column) => `${column} is null`,
+  // SQLite's planner reads the claim index in order whatever it knows of the rows.
+  claimSettings: [],
   readJson: (value) => (typeof value === 'string' ? JSON.parse(value) : value),
   readDate: (value) =>
     value == null ? null : new Date(typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : (value as number)),

@@ -407,6 +407,55 @@ export async function runStatementsTogether(
   return list;
 }
 
+/**
+ * Runs one statement on `em` (outside any transaction: a fork of its own) with `settings` (statements without
+ * parameters or results, such as `set local ...`) in force for it alone, and returns its rows. MikroORM 6 on
+ * PostgreSQL sends them and the statement as one string, which PostgreSQL runs as one implicit transaction (one round
+ * trip, as the statement alone). MikroORM 7, whose client reads one result per string, sends `begin` and the
+ * settings, then the statement, then `commit`, on one connection of the pool, without MikroORM's transaction events
+ * (three round trips). Settings are for PostgreSQL (`DialectAdapter.claimSettings`): with none the statement is sent
+ * alone.
+ */
+export async function queryRowsUnder<T>(
+  em: EntityManager,
+  settings: readonly string[],
+  sql: string,
+  params: readonly unknown[],
+): Promise<T[]> {
+  if (settings.length === 0) return queryRows<T>(em, sql, params);
+  if (runsStatementsTogether(em)) {
+    const answers = await runStatementsTogether(em, [...settings.map((setting) => ({ sql: setting, params: [] })), { sql, params }]);
+    return answers.at(-1)!.rows as T[];
+  }
+  const kysely = kyselyOf(em);
+  if (!kysely) {
+    return inFreshTransaction(em, async (tx) => {
+      for (const setting of settings) await executeSql(tx, setting, [], 'run');
+      return queryRows<T>(tx, sql, params);
+    });
+  }
+  return kysely.connection().execute(async (connection) => {
+    // A fork whose statements go to this connection: MikroORM 7 runs a statement on its transaction context's executor.
+    const fork = freshFork(em);
+    fork.setTransactionContext(connection as never);
+    try {
+      await executeSql(fork, ['begin', ...settings].join('; '), [], 'run');
+      let rows: T[];
+      try {
+        rows = await queryRows<T>(fork, sql, params);
+      } catch (error) {
+        // Back to the pool outside a transaction; a connection that failed is not reused (pg's pool drops it).
+        await executeSql(fork, 'rollback', [], 'run').catch(() => undefined);
+        throw error;
+      }
+      await executeSql(fork, 'commit', [], 'run');
+      return rows;
+    } finally {
+      fork.resetTransactionContext();
+    }
+  });
+}
+
 /** Whether `em`'s transaction ended with the statement that carried its COMMIT ({@link commitWithNextStatement}). */
 export function committedWithStatement(em: EntityManager): boolean {
   return heldContexts.get(em.getTransactionContext() as object)?.committed === true;

@@ -28,6 +28,7 @@ export {
   pgConnectionOptions,
   platformNames,
   queryRows,
+  queryRowsUnder,
   quoteName,
   rollbackUnit,
   runStatement,

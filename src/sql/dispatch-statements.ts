@@ -1,7 +1,7 @@
 import { OUTBOX_OUTCOMES, TIMER_OUTCOMES } from '../entities/dispatch-states.js';
 import { storableText } from '../text/storable-text.js';
 import type { DatabaseContext, OutboxProperty, TimerProperty } from './database-context.js';
-import { placeholders, queryRows, runStatement } from './sql-executor.js';
+import { placeholders, queryRows, queryRowsUnder, runStatement } from './sql-executor.js';
 
 /** The two tables the dispatcher drains; they share their dispatch columns. */
 export const DISPATCH_TABLES = { timer: 'saga_timer', outbox: 'saga_outbox' } as const;
@@ -98,8 +98,9 @@ export interface StartAtClaim {
  * Claims up to `limit` due rows (`available_at <= now`, not leased), oldest first, in ONE statement: each
  * claimed row gets a new token, `locked_until = leaseUntil`, and no delivery start. On PostgreSQL the due
  * subquery skips rows other claims hold locked (`FOR UPDATE SKIP LOCKED`), so dispatchers take disjoint
- * batches; on SQLite the UPDATE takes the write lock before it reads (waiting up to the connection's busy
- * timeout), so concurrent claims run one after the other and never read the same due row.
+ * batches, and the statement is planned under the dialect's `claimSettings` (no sort: the claim index read in order,
+ * whatever the statistics say); on SQLite the UPDATE takes the write lock before it reads (waiting up to the
+ * connection's busy timeout), so concurrent claims run one after the other and never read the same due row.
  *
  * A row whose previous claim ran out while its delivery had started (`locked_until` and
  * `delivery_started_at` both set: every way a delivery ends clears the lease) is taken over only once that
@@ -138,8 +139,9 @@ export function claimDueRows(
   }`;
   const dueParams = [now, now, guard.startedBefore ?? now, ...exclude, limit];
   if (!startAtClaim) {
-    return queryRows<Record<string, unknown>>(
+    return queryRowsUnder<Record<string, unknown>>(
       db.autocommit,
+      db.dialect.claimSettings,
       `update ${name} set ${c.token} = ${db.dialect.newTokenSql}, ${c.lockedUntil} = ?, ${c.deliveryStartedAt} = null, ${charge}
        where ${c.id} in (${pick})
        ${returning}`,
@@ -156,8 +158,9 @@ export function claimDueRows(
   const picked = `select ${c.id}, ${c.sagaType} as "st", ${c.sagaId} as "si", ${c.availableAt} as "av", ${c.attempts} as "at",
        case when ${lost} then 1 else 0 end as "lost", ${c.lastError} as "le" from ${name}
      where ${c.id} in (select ${c.id} from "locked")${db.dialect.supportsSkipLocked ? ' for update' : ''}`;
-  return queryRows<Record<string, unknown>>(
+  return queryRowsUnder<Record<string, unknown>>(
     db.autocommit,
+    db.dialect.claimSettings,
     `with "locked" as (${pick}),
      "picked" as (${picked}),
      "lanes" as (

@@ -1,5 +1,5 @@
 // The statements' entry points into the ORM; the work is done by the compatibility seam (src/orm/compat.ts).
-export { queryRows, runStatement } from '../orm/compat.js';
+export { queryRows, queryRowsUnder, runStatement } from '../orm/compat.js';
 
 /** `?, ?, ?` for `count` parameters. */
 export function placeholders(count: number): string {
