@@ -80,7 +80,9 @@ for (const scenario of ['never analyzed', 'analyzed before a burst'] as const) {
       const [server] = await queryRows<{ jit: string }>(db().orm.em.fork(), `select current_setting('jit') as "jit"`, []);
 
       const sent: { readonly sql: string; readonly params: readonly unknown[] }[] = [];
-      // One connection: the settings check below reads the connection the claims ran on.
+      // One connection: the settings check below reads the connection the claims ran on, and on MikroORM 7, where the
+      // settings and the claim are statements of their own, a claim sent on another connection than its settings
+      // would wait for the one the library holds, for ever, instead of passing.
       const orm = await db().openAnother({
         pool: { min: 1, max: 1 },
         onQuery: (sql: string, params: readonly unknown[]) => {

@@ -278,6 +278,8 @@ export async function runSavepointStatement(em: EntityManager, sql: string): Pro
 interface KyselyClient {
   connection(): { execute<T>(callback: (db: KyselyClient) => Promise<T>): Promise<T> };
   startTransaction(): { execute(): Promise<object> };
+  /** A transaction kysely begins, and commits when `callback` resolves or rolls back when it throws. */
+  transaction(): { execute<T>(callback: (transaction: KyselyClient) => Promise<T>): Promise<T> };
 }
 
 /** `em`'s kysely client on MikroORM 7; undefined on 6 (knex). */
@@ -411,9 +413,9 @@ export async function runStatementsTogether(
  * Runs one statement on `em` (outside any transaction: a fork of its own) with `settings` (statements without
  * parameters or results, such as `set local ...`) in force for it alone, and returns its rows. MikroORM 6 on
  * PostgreSQL sends them and the statement as one string, which PostgreSQL runs as one implicit transaction (one round
- * trip, as the statement alone). MikroORM 7, whose client reads one result per string, sends `begin` and the
- * settings, then the statement, then `commit`, on one connection of the pool, without MikroORM's transaction events
- * (three round trips). Settings are for PostgreSQL (`DialectAdapter.claimSettings`): with none the statement is sent
+ * trip, as the statement alone). MikroORM 7, whose client reads one result per string, runs them in a transaction of
+ * kysely's (its client) on one connection of the pool, without MikroORM's transaction events: BEGIN, the settings,
+ * the statement, COMMIT (four round trips). Settings are for PostgreSQL (`DialectAdapter.claimSettings`): with none the statement is sent
  * alone.
  */
 export async function queryRowsUnder<T>(
@@ -434,22 +436,16 @@ export async function queryRowsUnder<T>(
       return queryRows<T>(tx, sql, params);
     });
   }
-  return kysely.connection().execute(async (connection) => {
-    // A fork whose statements go to this connection: MikroORM 7 runs a statement on its transaction context's executor.
+  // kysely's own transaction: BEGIN, then COMMIT (ROLLBACK after a failure) sent by its driver, never through
+  // MikroORM's `onQuery` hook, so the connection never goes back to the pool inside the transaction (a hook that
+  // threw on a COMMIT or ROLLBACK of the library's own did that: break16).
+  return kysely.transaction().execute(async (transaction) => {
+    // A fork whose statements go to the transaction's connection: MikroORM 7 runs a statement on its transaction context.
     const fork = freshFork(em);
-    fork.setTransactionContext(connection as never);
+    fork.setTransactionContext(transaction as never);
     try {
-      await executeSql(fork, ['begin', ...settings].join('; '), [], 'run');
-      let rows: T[];
-      try {
-        rows = await queryRows<T>(fork, sql, params);
-      } catch (error) {
-        // Back to the pool outside a transaction; a connection that failed is not reused (pg's pool drops it).
-        await executeSql(fork, 'rollback', [], 'run').catch(() => undefined);
-        throw error;
-      }
-      await executeSql(fork, 'commit', [], 'run');
-      return rows;
+      await executeSql(fork, settings.join('; '), [], 'run');
+      return await queryRows<T>(fork, sql, params);
     } finally {
       fork.resetTransactionContext();
     }
