@@ -18,7 +18,7 @@ export const BENCH_SETTINGS = SHORT
     }
   : {
       reps: Number(process.env.BENCH_REPS ?? 3),
-      relayRows: Number(process.env.BENCH_RELAY_ROWS ?? 5_000),
+      relayRows: Number(process.env.BENCH_RELAY_ROWS ?? 20_000),
       firingTimers: Number(process.env.BENCH_TIMERS ?? 1_000),
       stepMessages: Number(process.env.BENCH_STEPS ?? 2_400),
       sqliteTimers: Number(process.env.BENCH_SQLITE_TIMERS ?? 1_000),
