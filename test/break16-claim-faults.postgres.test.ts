@@ -1,5 +1,5 @@
 // Breaker (break16): claims run under `set local enable_sort = off` and `set local jit = off` on PostgreSQL
-// (MikroORM 6: one string; MikroORM 7: begin + settings, claim, commit on one pooled connection). A trigger on both
+// (MikroORM 6: one string; MikroORM 7: a transaction of kysely's: BEGIN, the settings, the claim, COMMIT). A trigger on both
 // dispatch tables records the settings each claim actually ran under and, when armed, fails the claim in a chosen way
 // (a server error, the connection killed during the claim or at its commit, a claim outlasting the connection's
 // statement_timeout). After each fault: the pass failed, no connection idles in a transaction, the connection the
