@@ -102,28 +102,39 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
     }
   }
 
+  /** A dispatcher on an ORM of its own with a pool of one connection (`overrides` on top), recording what it publishes. */
+  async function dispatcherOnOneConnection(
+    clock: FakeClock,
+    overrides: Parameters<ReturnType<typeof db>['openAnother']>[0] = {},
+    options: { readonly concurrency?: number } = {},
+  ) {
+    const orm = await db().openAnother({ pool: { min: 1, max: 1 }, ...overrides });
+    opened.push(orm);
+    const published: string[] = [];
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock });
+    const dispatcher = new SagaDispatcher({
+      runtime,
+      clock,
+      logger: silentLogger,
+      batchSize: 10,
+      ...options,
+      publish: async (envelope) => {
+        published.push(envelope.type);
+      },
+    });
+    return { orm, dispatcher, published };
+  }
+
   for (const fault of ['error', 'terminate', 'terminate at commit', 'statement_timeout'] as Fault[]) {
     it(`a claim failing (${fault}) fails the pass, leaves no connection in a transaction, the next pass delivers`, async () => {
       const clock = new FakeClock('2026-01-05T09:00:00.000Z');
       await drainAll(clock);
       await seed(clock, 3);
-      const orm = await db().openAnother({
-        pool: { min: 1, max: 1 },
-        ...(fault === 'statement_timeout' ? { driverOptions: pgConnectionOptions({ serverOptions: '-c statement_timeout=300' }) } : {}),
-      });
-      opened.push(orm);
-      const published: string[] = [];
-      const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock });
-      const dispatcher = new SagaDispatcher({
-        runtime,
+      const { orm, dispatcher, published } = await dispatcherOnOneConnection(
         clock,
-        logger: silentLogger,
-        batchSize: 10,
-        concurrency: 4,
-        publish: async (envelope) => {
-          published.push(envelope.type);
-        },
-      });
+        fault === 'statement_timeout' ? { driverOptions: pgConnectionOptions({ serverOptions: '-c statement_timeout=300' }) } : {},
+        { concurrency: 4 },
+      );
       await db().orm.em.getConnection().execute(`insert into break16_fault values ('${fault}')`);
       clock.advance(2_000);
       const failure = await dispatcher.runOnce().then(
@@ -157,21 +168,8 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
       const clock = new FakeClock('2026-01-05T09:00:00.000Z');
       await drainAll(clock);
       await seed(clock, 2);
-      const orm = await db().openAnother({
-        pool: { min: 1, max: 1 },
+      const { orm, dispatcher, published } = await dispatcherOnOneConnection(clock, {
         onQuery: (sql: string) => (hook === 'trailing line comment' ? `${sql} -- tag` : `/* tag */ ${sql}`),
-      });
-      opened.push(orm);
-      const published: string[] = [];
-      const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock });
-      const dispatcher = new SagaDispatcher({
-        runtime,
-        clock,
-        logger: silentLogger,
-        batchSize: 10,
-        publish: async (envelope) => {
-          published.push(envelope.type);
-        },
       });
       clock.advance(2_000);
       const result = await dispatcher.runOnce();
@@ -204,8 +202,7 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
         const refuseAfterClaim = refused === 'commit' ? 2 : 1;
         let armed = false;
         let claims = 0;
-        const orm = await db().openAnother({
-          pool: { min: 1, max: 1 },
+        const { orm, dispatcher } = await dispatcherOnOneConnection(clock, {
           onQuery: (sql: string) => {
             if (armed && /update "saga_(timer|outbox)" set "token" =|with "locked" as/.test(sql)) claims++;
             if (armed && claims === refuseAfterClaim && sql.trim().toLowerCase() === refused) {
@@ -215,9 +212,6 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
             return sql;
           },
         });
-        opened.push(orm);
-        const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock });
-        const dispatcher = new SagaDispatcher({ runtime, clock, logger: silentLogger, batchSize: 10, publish: async () => undefined });
         if (refused === 'rollback') await db().orm.em.getConnection().execute(`insert into break16_fault values ('error')`);
         armed = true;
         // Timers not due yet: no timer delivery (whose unit's commit would end the open transaction too) follows.

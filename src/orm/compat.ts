@@ -429,13 +429,8 @@ export async function queryRowsUnder<T>(
     const answers = await runStatementsTogether(em, [...settings.map((setting) => ({ sql: setting, params: [] })), { sql, params }]);
     return answers.at(-1)!.rows as T[];
   }
-  const kysely = kyselyOf(em);
-  if (!kysely) {
-    return inFreshTransaction(em, async (tx) => {
-      for (const setting of settings) await executeSql(tx, setting, [], 'run');
-      return queryRows<T>(tx, sql, params);
-    });
-  }
+  // Settings are PostgreSQL's, and MikroORM 6 on PostgreSQL sent them above: this is MikroORM 7.
+  const kysely = kyselyOf(em)!;
   // kysely's own transaction: BEGIN, then COMMIT (ROLLBACK after a failure) sent by its driver, never through
   // MikroORM's `onQuery` hook, so the connection never goes back to the pool inside the transaction (a hook that
   // threw on a COMMIT or ROLLBACK of the library's own did that: break16).
