@@ -1,14 +1,16 @@
-// break13: attacks on the group written as ONE statement (MikroORM 7 on PostgreSQL: runUpdatesAsOne, each unit's
-// UPDATE a WITH query of one SELECT) and, for comparison, the same groups on MikroORM 6 (one string of statements).
+// break13: attacks on the group written as ONE statement (MikroORM 7 on PostgreSQL where kysely holds the unit's
+// transaction: runUpdatesAsOne, each unit's UPDATE a WITH query of one SELECT) and, for comparison, the same groups
+// written as one string of statements (MikroORM 6, and 7 where the library holds the transaction).
 // One statement is not the same as its statements one after another: PostgreSQL checks what it checks at the end of
 // a statement (foreign keys' NO ACTION triggers, DEFERRABLE INITIALLY IMMEDIATE constraints, AFTER triggers) once,
 // on what ALL units wrote, so a unit that fails alone (and in its savepoint) can commit when written together.
-import { defineEntity, type MikroORM } from '@mikro-orm/core';
+import { defineEntity, type MikroORM, type Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
+import { ORM_MAJOR } from '../src/orm/compat.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { gatherOneGroup, holdRow } from './support/one-group.js';
-import { TOGETHER_START } from './support/pg-statements.js';
+import { KYSELY_TRANSACTIONS, ONE_STATEMENT_START, TOGETHER_START } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';
 import { StepGate } from './support/step-gate.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
@@ -52,7 +54,15 @@ function gatedSaga<S extends SagaState & { key: string; counter: number }>(gate:
   });
 }
 
-describe('break13: a group written as one statement, attacked (postgresql)', () => {
+/** How a group's statements go: one string (the library's transaction), or WITH queries (kysely's, MikroORM 7 only). */
+const WRITES: readonly (readonly [string, Partial<Options>, string])[] = [
+  ['one string', {}, TOGETHER_START],
+  ...(ORM_MAJOR === 7
+    ? [["WITH queries, kysely's transaction", KYSELY_TRANSACTIONS as Partial<Options>, ONE_STATEMENT_START] as const]
+    : []),
+];
+
+describe.each(WRITES)('break13: a group written together as %s, attacked (postgresql)', (_, overrides, togetherStart) => {
   const db = useDatabase('postgresql', [ScriptedSaga, OddlyNamedSaga]);
   const opened: MikroORM[] = [];
   afterEach(async () => {
@@ -78,7 +88,7 @@ describe('break13: a group written as one statement, attacked (postgresql)', () 
     const saga = gatedSaga(gate, state);
     const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
     for (const key of keys) await plain.handle(saga, { type: 'Start', key });
-    const orm = await db().openAnother();
+    const orm = await db().openAnother(overrides);
     opened.push(orm);
     const runtime = new SagaRuntime({
       em: orm.em,
@@ -116,8 +126,8 @@ describe('break13: a group written as one statement, attacked (postgresql)', () 
     await first;
     const results = { x: await started.x, y: await started.y };
     recording.stop();
-    // The group did go as one statement (MikroORM 7) or one string (MikroORM 6).
-    expect(recording.sent.some((s) => s.startsWith(TOGETHER_START))).toBe(true);
+    // The group did go together.
+    expect(recording.sent.some((s) => s.startsWith(togetherStart))).toBe(true);
     // What each unit gets alone: X refused (its old key is referenced), so kx stays X's and Y cannot take it.
     const owner = await sql('select id from scripted_saga where key = ?', [kx]);
     expect(owner).toEqual([{ id: ids[kx] }]);
@@ -148,7 +158,7 @@ describe('break13: a group written as one statement, attacked (postgresql)', () 
       await first;
       const results = { x: await started.x, y: await started.y };
       recording.stop();
-      expect(recording.sent.some((s) => s.startsWith(TOGETHER_START))).toBe(true);
+      expect(recording.sent.some((s) => s.startsWith(togetherStart))).toBe(true);
       expect(await sql('select id, key from scripted_saga where key in (?, ?) order by key', [kx, ky])).toEqual(
         [
           { id: ids[kx], key: kx },
@@ -173,7 +183,7 @@ describe('break13: a group written as one statement, attacked (postgresql)', () 
     const results = await Promise.all(started);
     recording.stop();
     expect(results.map((r) => [r.outcome, r.conflicts])).toEqual(keys.map(() => ['handled', 0]));
-    expect(recording.sent.filter((s) => s.startsWith(TOGETHER_START))).toHaveLength(1);
+    expect(recording.sent.filter((s) => s.startsWith(togetherStart))).toHaveLength(1);
     const rows = await sql('select key, saga_update_1 as counter, version from saga_update_0 where key in (?, ?, ?) order by key', keys);
     expect(rows).toEqual(keys.map((key, i) => ({ key, counter: i + 1, version: 1 })).sort((a, b) => (a.key < b.key ? -1 : 1)));
   });

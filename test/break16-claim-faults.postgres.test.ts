@@ -1,5 +1,6 @@
 // Breaker (break16): claims run under `set local enable_sort = off` and `set local jit = off` on PostgreSQL
-// (MikroORM 6: one string; MikroORM 7: a transaction of kysely's: BEGIN, the settings, the claim, COMMIT). A trigger on both
+// (MikroORM 6: one string; MikroORM 7: BEGIN, the settings, the claim and COMMIT as one string on a connection the
+// library holds, or a transaction of kysely's where kysely must hand out the connection). A trigger on both
 // dispatch tables records the settings each claim actually ran under and, when armed, fails the claim in a chosen way
 // (a server error, the connection killed during the claim or at its commit, a claim outlasting the connection's
 // statement_timeout). After each fault: the pass failed, no connection idles in a transaction, the connection the
@@ -187,8 +188,9 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
   // An onQuery hook that refuses the claim's `commit`, or the `rollback` after a failed claim (on MikroORM 7 they end a
   // transaction of their own): the transaction must not go back to the pool open. It did, while the library sent them
   // as statements through MikroORM (the hook threw, nothing reached the server, and kysely's connection().execute
-  // released the connection as clean). kysely's own transaction now ends it: the hook is never asked about either,
-  // so the claim commits (the pass succeeds) or rolls back (the pass fails on the claim's own error).
+  // released the connection as clean). Now COMMIT goes in the claim's own string (the hook is never asked about it),
+  // and a ROLLBACK the hook refuses has the pool close the connection: the claim commits (the pass succeeds) or
+  // rolls back (the pass fails on the claim's own error).
   for (const refused of ['commit', 'rollback'] as const) {
     // MikroORM 6 sends the settings, the claim and (implicitly) its end as one string: no such statement exists.
     it.skipIf(ORM_MAJOR === 6)(

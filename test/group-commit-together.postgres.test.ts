@@ -1,18 +1,18 @@
-// On MikroORM 6 with PostgreSQL a group whose units each write only their saga row's versioned UPDATE (and a
-// delivered timer's stamp) sends all those statements in one round trip, then COMMIT (src/saga/unit-of-work/
-// group-commit.ts, writeTogether). What must hold as in the group written a unit at a time: lock order, a version conflict failing its unit alone, a stale timer and a
-// failing statement failing their unit alone (the group is then written again, a unit at a time), nothing of a
-// failed unit written. On MikroORM 7, which sends one statement per round trip, the units' statements are one
-// statement (WITH queries of one SELECT that counts each one's rows) when no two units write the same saga row.
+// On PostgreSQL a group whose units each write only their saga row's versioned UPDATE (and a delivered timer's
+// stamp) sends all those statements in one round trip after BEGIN and the lock bound, then COMMIT (src/saga/
+// unit-of-work/group-commit.ts, writeTogether), on MikroORM 6 and 7 alike (on 7 the library holds the unit's
+// transaction on a pg connection itself). What must hold as in the group written a unit at a time: lock order, a
+// version conflict failing its unit alone, a stale timer and a failing statement failing their unit alone (the group
+// is then written again, a unit at a time), nothing of a failed unit written. Where MikroORM 7 leaves the transaction
+// to kysely, the statements go as WITH queries instead: break13-together-one-statement.postgres.test.ts.
 import { randomUUID } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, SagaPersistenceError, SagaRuntime, type TimerDelivery } from '../src/index.js';
-import { ORM_MAJOR } from '../src/orm/compat.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
 import { gatherOneGroup, holdRow } from './support/one-group.js';
-import { ONE_STATEMENT_START, TOGETHER_START } from './support/pg-statements.js';
+import { TOGETHER_START } from './support/pg-statements.js';
 import { refuseInserts, rowsOf } from './support/rows.js';
 import { StepGate } from './support/step-gate.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
@@ -136,21 +136,15 @@ describe('a group of one-statement units written together (postgresql)', () => {
     expect(await rowsOf(db().orm).saga(b)).toMatchObject({ counter: 11, version: 2 });
     expect(await rowsOf(db().orm).saga(c)).toMatchObject({ counter: 1, version: 1 });
     expect(await timerOf(timer.id)).toMatchObject({ outcome: 'fired' });
-    if (ORM_MAJOR === 6) {
-      // The group of three: BEGIN, the lock bound and their three statements in one string; then COMMIT.
-      const group = recording.sent.findIndex((sql) => sql.startsWith('begin; select set_config('));
-      expect(recording.sent[group]!.match(/update "scripted_saga"/g)).toHaveLength(3);
-      expect(recording.sent[group]!.match(/update "saga_timer" set "dispatched_at"/g)).toHaveLength(1);
-      expect(recording.sent[group + 1]).toBe('commit');
-      expect(recording.sent.some((sql) => /savepoint/i.test(sql))).toBe(false);
-    } else {
-      // Two units writing one row are never one statement (it would apply one change only): a savepoint each.
-      expect(recording.sent.some((sql) => sql.startsWith(ONE_STATEMENT_START))).toBe(false);
-      expect(recording.sent.some((sql) => /savepoint saga_unit_2/.test(sql))).toBe(true);
-    }
+    // The group of three: BEGIN, the lock bound and their three statements in one string; then COMMIT.
+    const group = recording.sent.findIndex((sql) => sql.startsWith(TOGETHER_START));
+    expect(recording.sent[group]!.match(/update "scripted_saga"/g)).toHaveLength(3);
+    expect(recording.sent[group]!.match(/update "saga_timer" set "dispatched_at"/g)).toHaveLength(1);
+    expect(recording.sent[group + 1]).toBe('commit');
+    expect(recording.sent.some((sql) => /savepoint/i.test(sql))).toBe(false);
   });
 
-  it('units of different sagas: on MikroORM 7 their statements are one statement, on 6 one string; every unit commits', async () => {
+  it('units of different sagas: their statements go as one string after BEGIN and the lock bound; every unit commits', async () => {
     const [a, b, c, d] = ['a', 'b', 'c', 'd'].map((n) => uniqueKey(`together-one-${n}`)) as [string, string, string, string];
     const { gate, saga, plain, runtime } = await setUp([a, b, c, d], 3);
     const timer = await delivery(plain, saga, d, true);
@@ -174,11 +168,6 @@ describe('a group of one-statement units written together (postgresql)', () => {
     expect(recording.sent[group]!.match(/update "saga_timer" set "dispatched_at"/g)).toHaveLength(1);
     expect(recording.sent[group + 1]).toBe('commit');
     expect(recording.sent.some((sql) => /savepoint/i.test(sql))).toBe(false);
-    if (ORM_MAJOR === 7) {
-      // BEGIN and the lock bound went before it, one round trip each.
-      expect(recording.sent[group - 1]).toMatch(/^select set_config\('lock_timeout'/);
-      expect(recording.sent[group - 2]).toBe('begin');
-    }
   });
 
   it('a message and a timer delivery of one saga in one group: the one written second conflicts and is retried; both applied once', async () => {
@@ -198,10 +187,6 @@ describe('a group of one-statement units written together (postgresql)', () => {
     expect([results.message.conflicts, results.timer.conflicts]).toEqual([0, 1]);
     expect(await rowsOf(db().orm).saga(c)).toMatchObject({ counter: 11, version: 2 });
     expect(await timerOf(timer.id)).toMatchObject({ outcome: 'fired' });
-    if (ORM_MAJOR === 7) {
-      expect(recording.sent.some((sql) => sql.startsWith(ONE_STATEMENT_START))).toBe(false);
-      expect(recording.sent.some((sql) => /savepoint saga_unit_1/.test(sql))).toBe(true);
-    }
   });
 
   it('a timer whose claim was lost: the group is written again a unit at a time; the delivery is stale, the others commit', async () => {
@@ -221,9 +206,9 @@ describe('a group of one-statement units written together (postgresql)', () => {
     // The delivery's saga row write was rolled back with its unit.
     expect(await rowsOf(db().orm).saga(c)).toMatchObject({ counter: 0, version: 0 });
     expect(await timerOf(timer.id)).toMatchObject({ outcome: null });
-    // Tried together first (on 7 as one statement), then written again a unit at a time, each in a savepoint, after
-    // the group's ROLLBACK.
-    if (ORM_MAJOR === 7) expect(recording.sent.some((sql) => sql.startsWith(ONE_STATEMENT_START))).toBe(true);
+    // Tried together first (one string), then written again a unit at a time, each in a savepoint, after the group's
+    // ROLLBACK.
+    expect(recording.sent.some((sql) => sql.startsWith(TOGETHER_START))).toBe(true);
     expect(recording.sent.some((sql) => /savepoint saga_unit_1/.test(sql))).toBe(true);
     expect(recording.sent).toContain('rollback');
   });

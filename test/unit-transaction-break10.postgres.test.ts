@@ -5,7 +5,7 @@
 import type { EventSubscriber, MikroORM, TransactionEventArgs } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
-import { executeSql, ORM_MAJOR } from '../src/orm/compat.js';
+import { executeSql } from '../src/orm/compat.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
@@ -47,29 +47,25 @@ describe('folded COMMIT (postgresql)', () => {
     expect(await rowsOf(db().orm).saga(other)).toMatchObject({ counter: 1, version: 1 });
   });
 
-  // MikroORM 7: kysely does not pass on what COMMIT was answered with (a known gap, docs/integration.md).
-  (ORM_MAJOR === 7 ? it.fails : it)(
-    'a COMMIT an onQuery hook tagged is still read: one answered with ROLLBACK fails the unit, nothing reported handled',
-    async () => {
-      const orm = await db().openAnother({ onQuery: sqlCommenter, pool: { min: 0, max: 1 } });
-      opened.push(orm);
-      const hook = new BeforeCommit();
-      orm.em.getEventManager().registerSubscriber(hook);
-      const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], groupCommit: false });
-      const key = uniqueKey('tagged-commit');
-      await runtime.handle(scriptedSaga, { type: 'Start', key });
-      hook.once = async ({ em }) => {
-        // A failed statement aborts the transaction; PostgreSQL answers the COMMIT after it with ROLLBACK.
-        await executeSql(em!, 'select * from break10_missing_table', [], 'all').catch(() => undefined);
-      };
-      const outcome = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }).then(
-        () => undefined,
-        (e: unknown) => e as Error & { code?: string },
-      );
-      expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 0, version: 0 });
-      expect(outcome?.code).toBe('PERSISTENCE_FAILED');
-    },
-  );
+  it('a COMMIT an onQuery hook tagged is still read: one answered with ROLLBACK fails the unit, nothing reported handled', async () => {
+    const orm = await db().openAnother({ onQuery: sqlCommenter, pool: { min: 0, max: 1 } });
+    opened.push(orm);
+    const hook = new BeforeCommit();
+    orm.em.getEventManager().registerSubscriber(hook);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], groupCommit: false });
+    const key = uniqueKey('tagged-commit');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    hook.once = async ({ em }) => {
+      // A failed statement aborts the transaction; PostgreSQL answers the COMMIT after it with ROLLBACK.
+      await executeSql(em!, 'select * from break10_missing_table', [], 'all').catch(() => undefined);
+    };
+    const outcome = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }).then(
+      () => undefined,
+      (e: unknown) => e as Error & { code?: string },
+    );
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 0, version: 0 });
+    expect(outcome?.code).toBe('PERSISTENCE_FAILED');
+  });
 
   it("a subscriber's nested em.transactional() as the transaction's first statement runs inside the unit's transaction", async () => {
     await executeSql(db().orm.em.fork(), 'create table if not exists tx_break10 (note varchar(100) not null)', [], 'run');

@@ -18,6 +18,8 @@ import {
   UniqueConstraintViolationException,
   Utils,
 } from '@mikro-orm/core';
+import { COMMIT_SQL, type HeldTransaction, heldContexts, TRANSACTION_ENDED, takeUnsent } from './held-transaction.js';
+import { holdPgTransaction, holdsPgTransactions, type KyselyLike } from './pg-held-transaction.js';
 
 /*
  * The one place that knows MikroORM comes in two majors (6.6 and 7). Everything the library does through the
@@ -56,7 +58,11 @@ export async function runStatement(em: EntityManager, sql: string, params: reado
  * {@link rollbackUnit} after anything failed, a failed commit included. The transaction events MikroORM's own
  * `em.begin()`, `em.commit()` and `em.rollback()` fire reach `em`'s subscribers the same way.
  *
- * On MikroORM 7 the transaction's connection is held through kysely's `connection().execute()`, which hands the
+ * On MikroORM 7 with PostgreSQL the library takes the connection from MikroORM's pg pool and holds the transaction
+ * itself, as on 6 (`holdPgTransaction`): BEGIN goes with the first statement, COMMIT with the only one when asked,
+ * and several statements go as one string. Elsewhere on 7 (SQLite; PostgreSQL with `onCreateConnection`,
+ * `onReserveConnection` or `sessionContext: 'connection'`, which run statements as kysely hands out a connection)
+ * the transaction's connection is held through kysely's `connection().execute()`, which hands the
  * connection back to the pool however the transaction ends. MikroORM 7's own `em.begin()` opens a kysely
  * `ControlledTransaction` (kysely 0.29.6), which releases its connection only after a BEGIN, COMMIT or ROLLBACK
  * that succeeded: when the connection drops at BEGIN, or at COMMIT (then ROLLBACK fails too), the pool slot leaks
@@ -73,15 +79,21 @@ export async function beginUnit(em: EntityManager): Promise<void> {
   const kysely = kyselyOf(em);
   const knex = kysely ? undefined : knexClientOf(em);
   // A transaction-scoped session context (MikroORM 7's `sessionContext: 'transaction'`) is applied by em.begin() only.
-  if ((!kysely && !knex) || (em as { getTransactionSessionContext?(): unknown }).getTransactionSessionContext?.()) return em.begin();
+  if ((!kysely && !knex) || transactionSessionContextOf(em)) return em.begin();
   await dispatchTransactionEvent(em, EventType.beforeTransactionStart);
-  connectionHolds.set(em, await (kysely ? holdTransaction(em, kysely) : holdKnexTransaction(em, knex!)));
+  connectionHolds.set(em, await (kysely ? holdKyselyTransaction(em, kysely) : holdKnexTransaction(em, knex!)));
   try {
     await dispatchTransactionEvent(em, EventType.afterTransactionStart);
   } catch (error) {
     await rollbackUnit(em).catch(() => undefined);
     throw error;
   }
+}
+
+/** MikroORM 7: a transaction the library holds on PostgreSQL ({@link holdPgTransaction}), kysely's elsewhere. */
+function holdKyselyTransaction(em: EntityManager, kysely: KyselyClient): Promise<(broken?: boolean) => void> {
+  const client = kysely as unknown as KyselyLike;
+  return holdsPgTransactions(em, client) ? holdPgTransaction(em, client) : holdTransaction(em, kysely);
 }
 
 /**
@@ -208,9 +220,6 @@ export class CommitRolledBack extends Error {
   }
 }
 
-/** What {@link commitUnit} sends; the transaction client of {@link heldTransaction} reads the answer to it. */
-const COMMIT_SQL = 'commit';
-
 /**
  * Rolls back the transaction `beginUnit` opened on `em`; its connection goes back to the pool even when this fails.
  * ROLLBACK is sent even when a beforeTransactionRollback subscriber throws (what it threw passes on afterwards):
@@ -324,28 +333,6 @@ function knexClientOf(em: EntityManager): KnexClient | undefined {
   return typeof client?.acquireConnection === 'function' && typeof client.query === 'function' ? (client as KnexClient) : undefined;
 }
 
-/** One unit's transaction on a pooled connection, and the transaction context MikroORM 6 is given for it. */
-interface HeldTransaction {
-  /** What `em.getTransactionContext()` returns while the transaction is open: MikroORM and knex read its `client`. */
-  readonly context: object;
-  /** Whether the transaction is open; statements sent through `context` otherwise fail. */
-  open: boolean;
-  /** Whether statements go with the next one, in one round trip (PostgreSQL's simple query protocol). */
-  readonly foldsStatements: boolean;
-  /** PostgreSQL: BEGIN is not sent yet; the next statement sent through `context` carries it. */
-  beginPending: boolean;
-  /** Statements to send before the next one, with it ({@link sendWithNextStatement}). */
-  pending: string[];
-  /** The command tag the database answered COMMIT with (PostgreSQL: `ROLLBACK` when the transaction had aborted). */
-  committedAs?: string;
-  /** COMMIT goes with the next statement, which is the transaction's only one ({@link commitWithNextStatement}). */
-  commitPending: boolean;
-  /** COMMIT went with the transaction's statement: the transaction has ended on the database. */
-  committed: boolean;
-  /** {@link commitUnit} is sending COMMIT: the next statement's answer is COMMIT's (`committedAs`). */
-  commitSending: boolean;
-}
-
 /** The events of a transaction's end: while a subscriber listens to one, COMMIT is never sent with a statement. */
 const END_EVENTS = [
   EventType.beforeTransactionCommit,
@@ -373,11 +360,20 @@ export function commitWithNextStatement(em: EntityManager): boolean {
 }
 
 /**
- * Whether several statements can go to the database in one round trip as one string ({@link runStatementsTogether}):
- * MikroORM 6 on PostgreSQL, whose simple query protocol runs them in order and answers each.
+ * Whether several statements can go to the database in one round trip as one string ({@link runStatementsTogether})
+ * in a transaction {@link beginUnit} opens on `em`: PostgreSQL, whose simple query protocol runs them in order and
+ * answers each, on MikroORM 6 (knex) and on MikroORM 7 where the library holds the transaction itself
+ * (`holdsPgTransactions`).
  */
 export function runsStatementsTogether(em: EntityManager): boolean {
-  return knexClientOf(em)?.dialect === 'postgresql';
+  if (knexClientOf(em)?.dialect === 'postgresql') return true;
+  // MikroORM 7: where beginUnit holds the transaction itself (not under a transaction-scoped session context).
+  return !transactionSessionContextOf(em) && holdsPgTransactions(em, kyselyOf(em) as KyselyLike | undefined);
+}
+
+/** MikroORM 7's transaction-scoped session context of `em` (applied by `em.begin()` only); undefined on 6. */
+function transactionSessionContextOf(em: EntityManager): unknown {
+  return (em as { getTransactionSessionContext?(): unknown }).getTransactionSessionContext?.();
 }
 
 /**
@@ -389,20 +385,23 @@ export function runsStatementsTogether(em: EntityManager): boolean {
 export async function runStatementsTogether(
   em: EntityManager,
   statements: readonly { readonly sql: string; readonly params: readonly unknown[] }[],
-): Promise<{ readonly affectedRows: number; readonly rows: unknown[] }[]> {
-  // MikroORM 6 formats parameters into the text it sends (`Platform.formatQuery`), after the config's `onQuery` hook
+): Promise<readonly { readonly affectedRows: number; readonly rows: unknown[] }[]> {
+  // MikroORM formats parameters into the text it sends (`Platform.formatQuery`), after the config's `onQuery` hook
   // saw the SQL with its `?` placeholders: the statements go joined with all their parameters, so each value is
   // quoted as it would be sent alone and the string carries no parameters (one simple query), while a hook that
   // rewrites SQL text never sees (nor rewrites) a value, as for any statement sent alone.
   const sql = statements.map((statement) => statement.sql).join(';\n');
   const params = statements.flatMap((statement) => statement.params);
+  const held = heldContexts.get(em.getTransactionContext() as object);
+  if (held) held.answers = undefined;
   const answers = await executeSql<{ affectedRows: number; rows: unknown[] }[] | { affectedRows: number; rows: unknown[] }>(
     em,
     sql,
     params,
     'run',
   );
-  const list = Array.isArray(answers) ? answers : [answers];
+  // MikroORM 7's result carries one answer; the held transaction kept them all.
+  const list = held?.answers ?? (Array.isArray(answers) ? answers : [answers]);
   if (list.length !== statements.length) {
     throw new Error(`${statements.length} statements sent together were answered with ${list.length} results`);
   }
@@ -413,10 +412,11 @@ export async function runStatementsTogether(
  * Runs one statement on `em` (outside any transaction: a fork of its own) with `settings` (statements without
  * parameters or results, such as `set local ...`) in force for it alone, and returns its rows. MikroORM 6 on
  * PostgreSQL sends them and the statement as one string, which PostgreSQL runs as one implicit transaction (one round
- * trip, as the statement alone). MikroORM 7, whose client reads one result per string, runs them in a transaction of
- * kysely's (its client) on one connection of the pool, without MikroORM's transaction events: BEGIN, the settings,
- * the statement, COMMIT (four round trips). Settings are for PostgreSQL (`DialectAdapter.claimSettings`): with none the statement is sent
- * alone.
+ * trip, as the statement alone). MikroORM 7 sends BEGIN, the settings, the statement and COMMIT as one string on a
+ * connection the library holds ({@link queryRowsHeld}), or, where kysely must hand out the connection
+ * (`holdsPgTransactions`), runs them in a transaction of kysely's (its client), four round trips. Neither fires
+ * MikroORM's transaction events. Settings are for PostgreSQL (`DialectAdapter.claimSettings`): with none the
+ * statement is sent alone.
  */
 export async function queryRowsUnder<T>(
   em: EntityManager,
@@ -425,12 +425,13 @@ export async function queryRowsUnder<T>(
   params: readonly unknown[],
 ): Promise<T[]> {
   if (settings.length === 0) return queryRows<T>(em, sql, params);
-  if (runsStatementsTogether(em)) {
+  if (knexClientOf(em)?.dialect === 'postgresql') {
     const answers = await runStatementsTogether(em, [...settings.map((setting) => ({ sql: setting, params: [] })), { sql, params }]);
     return answers.at(-1)!.rows as T[];
   }
   // Settings are PostgreSQL's, and MikroORM 6 on PostgreSQL sent them above: this is MikroORM 7.
   const kysely = kyselyOf(em)!;
+  if (holdsPgTransactions(em, kysely as unknown as KyselyLike)) return queryRowsHeld<T>(em, kysely, settings, sql, params);
   // kysely's own transaction: BEGIN, then COMMIT (ROLLBACK after a failure) sent by its driver, never through
   // MikroORM's `onQuery` hook, so the connection never goes back to the pool inside the transaction (a hook that
   // threw on a COMMIT or ROLLBACK of the library's own did that: break16).
@@ -445,6 +446,49 @@ export async function queryRowsUnder<T>(
       fork.resetTransactionContext();
     }
   });
+}
+
+/**
+ * {@link queryRowsUnder} on MikroORM 7 with PostgreSQL: BEGIN, `settings`, the statement and COMMIT in one string, on
+ * a connection of MikroORM's pg pool the library holds, without transaction events. After a failure ROLLBACK is sent;
+ * when that fails too (a hook refused it, the connection dropped) the pool closes the connection instead of handing
+ * it out inside the transaction.
+ */
+async function queryRowsHeld<T>(
+  em: EntityManager,
+  kysely: KyselyClient,
+  settings: readonly string[],
+  sql: string,
+  params: readonly unknown[],
+): Promise<T[]> {
+  const fork = freshFork(em);
+  const endHold = await holdPgTransaction(fork, kysely as unknown as KyselyLike);
+  const held = heldContexts.get(fork.getTransactionContext() as object)!;
+  let ended = false;
+  try {
+    held.commitPending = true;
+    // As on MikroORM 6: the settings and the statement reach MikroORM (and its `onQuery` hook) as one string.
+    const answers = await runStatementsTogether(fork, [...settings.map((setting) => ({ sql: setting, params: [] })), { sql, params }]);
+    const rows = answers.at(-1)!.rows as T[];
+    // Not folded (a statement with parameters of its own goes alone): COMMIT on its own.
+    if (!held.committed) await executeSql(fork, COMMIT_SQL, [], 'run');
+    ended = true;
+    if (held.committed && held.committedAs !== 'COMMIT') throw new CommitRolledBack();
+    return rows;
+  } catch (error) {
+    if (!ended) ended = await rolledBack(fork);
+    throw error;
+  } finally {
+    endHold(!ended);
+  }
+}
+
+/** Sends ROLLBACK in `em`'s transaction: whether it was answered. */
+function rolledBack(em: EntityManager): Promise<boolean> {
+  return executeSql(em, 'rollback', [], 'run').then(
+    () => true,
+    () => false,
+  );
 }
 
 /** Whether `em`'s transaction ended with the statement that carried its COMMIT ({@link commitWithNextStatement}). */
@@ -519,18 +563,8 @@ export function withdrawUnsent(em: EntityManager, sql: string): boolean {
   return true;
 }
 
-/** The statements waiting to go before the next one (BEGIN first, when not sent yet); they are taken: sent now. */
-function takeUnsent(held: HeldTransaction): string[] {
-  const unsent = held.beginPending ? ['begin', ...held.pending] : held.pending;
-  held.beginPending = false;
-  held.pending = [];
-  return unsent;
-}
-
 /** Each pooled connection's client (see {@link heldTransaction}), built the first time it carries a transaction. */
 const connectionClients = new WeakMap<object, KnexClient & { transacting: boolean }>();
-/** The transaction contexts {@link heldTransaction} made, and their transactions. */
-const heldContexts = new WeakMap<object, HeldTransaction>();
 
 /**
  * A transaction context for a unit's transaction on `connection` (MikroORM 6). knex runs a statement on the
@@ -552,7 +586,7 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
     connectionClient.releaseConnection = async () => undefined;
     connectionClients.set(connection, connectionClient);
   }
-  const ended = () => Promise.reject(new Error("The unit of work's transaction has ended: no statement can run in it."));
+  const ended = () => Promise.reject(new Error(TRANSACTION_ENDED));
   const transactionClient = Object.create(connectionClient) as KnexClient;
   transactionClient.query = (target, query) => {
     if (!held.open) return ended();

@@ -43,11 +43,21 @@ export async function lockWaits(orm: MikroORM): Promise<number> {
   return row!.n;
 }
 
-/** How MikroORM 7 sends a group's statements as one statement (`runUpdatesAsOne`): its first WITH query. */
+/**
+ * How a group's statements go as few statements (`runUpdatesAsOne`), each beginning so: MikroORM 7 on PostgreSQL where
+ * kysely holds the unit's transaction (a configuration with `onCreateConnection`, `onReserveConnection` or
+ * `sessionContext: 'connection'`: {@link KYSELY_TRANSACTIONS}).
+ */
 export const ONE_STATEMENT_START = 'with "saga_update_plain" as (';
 
 /**
  * How a group's statements written together begin as sent (and as pg_stat_activity shows them while they wait):
- * MikroORM 6's one string after BEGIN and the lock bound, MikroORM 7's one statement.
+ * one string after BEGIN and the lock bound, on MikroORM 6 and on 7 (where the library holds the transaction).
  */
-export const TOGETHER_START = ORM_MAJOR === 6 ? 'begin; select set_config(' : ONE_STATEMENT_START;
+export const TOGETHER_START = 'begin; select set_config(';
+
+/**
+ * ORM settings under which MikroORM 7 runs a unit's transaction on kysely's own transaction instead of one the library
+ * holds on a pg connection (`holdsPgTransactions`): a hook on every connection kysely hands out, doing nothing.
+ */
+export const KYSELY_TRANSACTIONS = { onReserveConnection: async () => undefined } as const;

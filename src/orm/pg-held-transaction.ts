@@ -1,0 +1,291 @@
+import type { EntityManager } from '@mikro-orm/core';
+import { COMMIT_SQL, type HeldTransaction, heldContexts, TRANSACTION_ENDED, takeUnsent } from './held-transaction.js';
+
+/*
+ * A unit's transaction on MikroORM 7 with PostgreSQL, held by the library on a connection of MikroORM's own pg pool,
+ * as on MikroORM 6 through knex: BEGIN goes with the transaction's first statement, what waits to go with the next
+ * statement goes with it, COMMIT goes with the transaction's only statement when asked, and several statements go as
+ * one string whose answers are all read. MikroORM 7's client (kysely) reads one result per string and sends BEGIN and
+ * COMMIT as statements of their own: a message's unit of work took four round trips there, against two on 6.
+ *
+ * MikroORM is given a transaction context it runs every statement on as it runs them on kysely's: a Kysely over
+ * MikroORM's own executor (its query compiler, adapter and plugins), whose one connection is this transaction's, with
+ * the savepoint methods MikroORM's nested `em.transactional()` calls. `em.getKysely()` in a step returns it, so typed
+ * queries run in the unit's transaction too.
+ */
+
+/** The slice of pg (MikroORM 7's PostgreSQL driver) a held transaction uses. */
+interface PgPool {
+  connect(): Promise<PgClient>;
+}
+
+interface PgClient {
+  query(text: string, values?: readonly unknown[]): Promise<PgResult | PgResult[]>;
+  /** Hands the connection back to the pool; with an error, the pool closes it instead. */
+  release(error?: Error): void;
+}
+
+interface PgResult {
+  readonly command?: string | null;
+  readonly rowCount?: number | null;
+  readonly rows?: unknown[];
+}
+
+/** A statement as kysely hands it to a connection. */
+interface CompiledQuery {
+  readonly sql: string;
+  readonly parameters: readonly unknown[];
+}
+
+/** kysely's connection interface (`DatabaseConnection`). */
+interface KyselyConnection {
+  executeQuery(query: CompiledQuery): Promise<{ readonly rows: unknown[]; readonly numAffectedRows?: bigint }>;
+  streamQuery(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<{ readonly rows: unknown[] }>;
+}
+
+interface KyselyExecutor {
+  withConnectionProvider(provider: { provideConnection<T>(consumer: (connection: KyselyConnection) => Promise<T>): Promise<T> }): object;
+}
+
+/** The slice of MikroORM 7's kysely client this module uses. */
+export interface KyselyLike {
+  getExecutor(): KyselyExecutor;
+}
+
+/** What MikroORM 7's PostgreSQL connection offers beyond its kysely client. */
+interface PgConnectionLike {
+  getNativeClient(): Promise<PgPool>;
+  readonly options?: { readonly onCreateConnection?: unknown; readonly onReserveConnection?: unknown };
+}
+
+const eligible = new WeakMap<object, boolean>();
+
+/**
+ * Whether `em`'s unit transactions go on a connection the library holds itself ({@link holdPgTransaction}): MikroORM 7
+ * on PostgreSQL, where nothing must run on a connection when kysely hands it out. With `onCreateConnection`,
+ * `onReserveConnection` or `sessionContext: 'connection'` configured, MikroORM runs statements there (a session's
+ * settings, a row-level security context), and the transaction is kysely's as before.
+ */
+export function holdsPgTransactions(em: EntityManager, kysely: KyselyLike | undefined): boolean {
+  if (!kysely) return false;
+  const connection = em.getConnection('write') as unknown as Partial<PgConnectionLike> & object;
+  let answer = eligible.get(connection);
+  if (answer === undefined) {
+    const config = em.config as unknown as { get(key: string): unknown };
+    answer =
+      typeof connection.getNativeClient === 'function' &&
+      isPostgreSqlConnection(connection) &&
+      typeof kysely.getExecutor()?.withConnectionProvider === 'function' &&
+      config.get('onCreateConnection') == null &&
+      config.get('onReserveConnection') == null &&
+      config.get('sessionContext') !== 'connection' &&
+      connection.options?.onCreateConnection == null &&
+      connection.options?.onReserveConnection == null;
+    eligible.set(connection, answer);
+  }
+  return answer;
+}
+
+function isPostgreSqlConnection(connection: object): boolean {
+  for (let proto = Object.getPrototypeOf(connection); proto; proto = Object.getPrototypeOf(proto)) {
+    if (proto.constructor?.name === 'PostgreSqlConnection') return true;
+  }
+  return false;
+}
+
+/**
+ * Takes a connection from MikroORM's pg pool and makes it `em`'s transaction context; BEGIN goes with the first
+ * statement sent in it. The returned function closes the context and hands the connection back (`broken`: the
+ * transaction may still be open on it, so the pool closes it). Rejects when no connection can be had.
+ */
+export async function holdPgTransaction(em: EntityManager, kysely: KyselyLike): Promise<(broken?: boolean) => void> {
+  const pool = await (em.getConnection('write') as unknown as PgConnectionLike).getNativeClient();
+  const client = await pool.connect();
+  const held: HeldTransaction = {
+    context: {},
+    open: true,
+    foldsStatements: true,
+    beginPending: true,
+    pending: [],
+    commitPending: false,
+    committed: false,
+    commitSending: false,
+  };
+  const context = heldKysely(kysely, heldConnection(client, held));
+  (held as { context: object }).context = context;
+  heldContexts.set(context, held);
+  em.setTransactionContext(context as never);
+  logQuery(em, 'begin');
+  return (broken = false) => {
+    held.open = false;
+    held.beginPending = false;
+    em.resetTransactionContext();
+    client.release(broken ? new Error("the unit of work's transaction was not ended") : undefined);
+  };
+}
+
+/** Logs `sql` in MikroORM's query log (when enabled) as sent on `em`'s connection. */
+function logQuery(em: EntityManager, sql: string): void {
+  (em.getConnection('write') as unknown as { logQuery(sql: string): void }).logQuery(sql);
+}
+
+/**
+ * The kysely connection of a held transaction: sends each statement with what waits to go before it (BEGIN, a
+ * SAVEPOINT, a lock bound) and, when asked, COMMIT after it, in one string; answers with the statement's own result
+ * and keeps every statement's answer in `held.answers`. A statement with parameters (a typed kysely query) goes
+ * alone, after what waited, and never carries COMMIT.
+ */
+function heldConnection(client: PgClient, held: HeldTransaction): KyselyConnection {
+  const send = async (sql: string, parameters: readonly unknown[]): Promise<PgResult[]> => {
+    if (!held.open) throw new Error(TRANSACTION_ENDED);
+    const prefix = takeUnsent(held);
+    const commit = prefix.length > 0 && held.commitPending;
+    held.commitPending = false;
+    let own: PgResult[];
+    if (parameters.length > 0) {
+      if (prefix.length > 0) await client.query(prefix.join('; '));
+      own = listOf(await client.query(sql, parameters));
+    } else if (prefix.length === 0) {
+      own = listOf(await client.query(sql, []));
+    } else {
+      // COMMIT starts a line of its own: a statement ending in a line comment (an `onQuery` hook's tag) would
+      // otherwise turn it into part of the comment, and the transaction would stay open on the pooled connection.
+      const all = listOf(await client.query([...prefix, sql].join('; ') + (commit ? `\n; ${COMMIT_SQL}` : ''), []));
+      if (commit) {
+        const committedAs = all.at(-1)?.command ?? undefined;
+        if (committedAs !== 'COMMIT' && committedAs !== 'ROLLBACK') {
+          // The last statement run was not COMMIT: the transaction's state is unknown; it is not taken for ended.
+          throw new Error(`the statement sent with COMMIT was answered with ${committedAs ?? 'nothing'} last, not COMMIT`);
+        }
+        held.committed = true;
+        held.committedAs = committedAs;
+      }
+      own = all.slice(prefix.length, commit ? -1 : undefined);
+    }
+    if (held.commitSending) {
+      held.commitSending = false;
+      held.committedAs = own.at(-1)?.command ?? undefined;
+    }
+    held.answers = own.map((result) => ({ affectedRows: result.rowCount ?? 0, rows: result.rows ?? [] }));
+    return own;
+  };
+  let cursors = 0;
+  return {
+    async executeQuery(query) {
+      const result = (await send(query.sql, query.parameters)).at(-1) ?? {};
+      const counted =
+        result.command === 'INSERT' || result.command === 'UPDATE' || result.command === 'DELETE' || result.command === 'MERGE';
+      return { rows: result.rows ?? [], numAffectedRows: counted ? BigInt(result.rowCount ?? 0) : undefined };
+    },
+    // `em.stream()` in the transaction: a cursor of the transaction's own, read `chunkSize` rows at a time.
+    async *streamQuery(query, chunkSize = 100) {
+      const name = `saga_stream_${++cursors}`;
+      await send(`declare ${name} no scroll cursor for ${query.sql}`, query.parameters);
+      try {
+        for (;;) {
+          const [result] = await send(`fetch forward ${Math.max(1, Math.floor(chunkSize))} from ${name}`, []);
+          const rows = result?.rows ?? [];
+          if (rows.length === 0) return;
+          yield { rows };
+        }
+      } finally {
+        if (held.open) await send(`close ${name}`, []).catch(() => undefined);
+      }
+    },
+  };
+}
+
+function listOf(answer: PgResult | PgResult[]): PgResult[] {
+  return Array.isArray(answer) ? answer : [answer];
+}
+
+/** kysely's Kysely class (MikroORM 7's client is one), extended once with the savepoint methods MikroORM calls. */
+const heldKyselyClasses = new WeakMap<object, new (props: object) => object>();
+
+/** Each context's transaction: how to send a statement in it, and how to make another context of it. */
+const contextTransactions = new WeakMap<object, { send(sql: string): Promise<void>; context(): object }>();
+
+/**
+ * The transaction context MikroORM is given: a Kysely whose executor is MikroORM's own on `connection`, with the
+ * savepoint methods of kysely's `ControlledTransaction` that MikroORM's nested transactions call (each savepoint a
+ * context of its own, as kysely's). It starts no transaction of its own (kysely's `Transaction` refuses that too).
+ */
+function heldKysely(kysely: KyselyLike, connection: KyselyConnection): object {
+  const base = kysely.constructor as new (props: object) => object;
+  let Held = heldKyselyClasses.get(base);
+  if (!Held) {
+    Held = heldKyselyClass(base);
+    heldKyselyClasses.set(base, Held);
+  }
+  const Context = Held;
+  const executor = kysely.getExecutor().withConnectionProvider({ provideConnection: (consumer) => consumer(connection) });
+  const props = { config: {}, driver: REFUSING_DRIVER, executor, dialect: REFUSING_DIALECT };
+  const transaction = {
+    send: async (sql: string) => {
+      await connection.executeQuery({ sql, parameters: [] });
+    },
+    context: () => {
+      const context = new Context(props);
+      contextTransactions.set(context, transaction);
+      return context;
+    },
+  };
+  return transaction.context();
+}
+
+function heldKyselyClass(base: new (props: object) => object): new (props: object) => object {
+  const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
+  const sending = (context: object, sql: string, answer: () => object) => ({
+    execute: async () => {
+      await contextTransactions.get(context)!.send(sql);
+      return answer();
+    },
+  });
+  return class HeldKysely extends base {
+    get isTransaction(): boolean {
+      return true;
+    }
+
+    get isCommitted(): boolean {
+      return false;
+    }
+
+    get isRolledBack(): boolean {
+      return false;
+    }
+
+    savepoint(name: string) {
+      return sending(this, `savepoint ${quote(name)}`, () => contextTransactions.get(this)!.context());
+    }
+
+    releaseSavepoint(name: string) {
+      return sending(this, `release savepoint ${quote(name)}`, () => this);
+    }
+
+    rollbackToSavepoint(name: string) {
+      return sending(this, `rollback to savepoint ${quote(name)}`, () => this);
+    }
+  };
+}
+
+const refuse = () => {
+  throw new Error("A unit of work's transaction cannot begin, commit or roll back another one: use em.transactional() for a savepoint.");
+};
+
+/** The driver of a held transaction's context: the transaction is the library's to end, and opens no other. */
+const REFUSING_DRIVER = {
+  init: async () => undefined,
+  acquireConnection: refuse,
+  beginTransaction: refuse,
+  commitTransaction: refuse,
+  rollbackTransaction: refuse,
+  releaseConnection: async () => undefined,
+  destroy: async () => undefined,
+};
+
+/** The dialect of a held transaction's context (kysely reads it for `introspection` only). */
+const REFUSING_DIALECT = {
+  createIntrospector: () => {
+    throw new Error("Introspection is not available in a unit of work's transaction: use em.getKysely() outside it.");
+  },
+};
