@@ -216,4 +216,57 @@ describe.runIf(ORM_MAJOR === 7)('break17: the unit transaction held on a pg conn
       expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 2, version: 1 });
     });
   }
+  // kysely's own `.stream()` of a typed query inside the unit: a SELECT with parameters, and an UPDATE ... RETURNING
+  // (kysely streams any statement that returns rows: pg-cursor on kysely's own transaction). The held connection
+  // streams through `declare ... cursor for <query>`, which PostgreSQL accepts for a SELECT only.
+  for (const [name, overrides] of [
+    ['held by the library', {}],
+    ["kysely's own (onReserveConnection)", KYSELY_TRANSACTIONS],
+  ] as const) {
+    it(`a typed kysely .stream() of UPDATE ... RETURNING runs in the unit (transaction ${name})`, async () => {
+      const { beforeCommit, runtime, key } = await open(overrides as Partial<Options>);
+      const streamed: unknown[] = [];
+      let failure: unknown;
+      beforeCommit.work = async (em) => {
+        type Streaming = { stream(): AsyncIterable<unknown> };
+        const kysely = (em as unknown as { getKysely(): Record<string, (...args: unknown[]) => unknown> }).getKysely();
+        const update = (kysely.updateTable as (table: string) => Record<string, (...args: unknown[]) => Record<string, never>>)(
+          'scripted_saga',
+        ).set!({ log: 'streamed' }).where!('key', '=', key).returning!(['key', 'log']) as unknown as Streaming;
+        try {
+          for await (const row of update.stream()) streamed.push(row);
+        } catch (error) {
+          failure = error;
+        }
+      };
+      await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc', by: 6 }] }).catch(() => undefined);
+      expect(String(failure ?? '')).toBe('');
+      expect(streamed).toEqual([{ key, log: 'streamed' }]);
+      expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 6, version: 1, log: 'streamed' });
+    });
+
+    it(`a typed kysely .stream() of a SELECT with parameters runs in the unit (transaction ${name})`, async () => {
+      const { beforeCommit, runtime, key } = await open(overrides as Partial<Options>);
+      const streamed: unknown[] = [];
+      let failure: unknown;
+      beforeCommit.work = async (em) => {
+        const query = (em as KyselyEm)
+          .getKysely()
+          .selectFrom('scripted_saga')
+          .select(['key', 'counter'])
+          .where('key', '=', key) as unknown as {
+          stream(): AsyncIterable<unknown>;
+        };
+        try {
+          for await (const row of query.stream()) streamed.push(row);
+        } catch (error) {
+          failure = error;
+        }
+      };
+      await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc', by: 8 }] }).catch(() => undefined);
+      expect(String(failure ?? '')).toBe('');
+      expect(streamed).toEqual([{ key, counter: 8 }]);
+      expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 8, version: 1 });
+    });
+  }
 });
