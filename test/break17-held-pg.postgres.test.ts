@@ -1,12 +1,19 @@
 // break17: attacks on the unit transaction the library holds itself on MikroORM 7 with PostgreSQL
 // (src/orm/pg-held-transaction.ts, commits 32cd0c5 and dd7bcc9). Each test states what an application may do with
 // MikroORM 7 inside (or around) a unit of work, and what it must see: the same as on kysely's own transaction.
-import type { EntityManager, EventSubscriber, MikroORM, Options, TransactionEventArgs } from '@mikro-orm/core';
+import {
+  type EntityManager,
+  type EventSubscriber,
+  LockMode,
+  type MikroORM,
+  type Options,
+  type TransactionEventArgs,
+} from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
 import { ORM_MAJOR } from '../src/orm/compat.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
-import { driverPg, KYSELY_TRANSACTIONS, statementsSent } from './support/pg-statements.js';
+import { driverPg, KYSELY_TRANSACTIONS, lockWaits, statementsSent } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
@@ -267,6 +274,51 @@ describe.runIf(ORM_MAJOR === 7)('break17: the unit transaction held on a pg conn
       expect(String(failure ?? '')).toBe('');
       expect(streamed).toEqual([{ key, counter: 8 }]);
       expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 8, version: 1 });
+    });
+  }
+  // em.find() with a signal (kysely's default 'ignore query') aborted while it waits for a row lock in the unit: the
+  // step fails, the query goes on on the unit's connection until the lock is free, then ROLLBACK; nothing of the unit
+  // is written and the pool's only connection carries the next unit outside any leftover transaction.
+  for (const [name, overrides] of [
+    ['held by the library', {}],
+    ["kysely's own (onReserveConnection)", KYSELY_TRANSACTIONS],
+  ] as const) {
+    it(`a query aborted in flight in the unit: nothing written, the next unit runs clean (transaction ${name})`, async () => {
+      const { beforeCommit, runtime, key } = await open(overrides as Partial<Options>);
+      const other = uniqueKey('b17-locked');
+      await runtime.handle(scriptedSaga, { type: 'Start', key: other });
+      const holder = db().orm.em.fork();
+      await holder.begin();
+      await holder
+        .getConnection()
+        .execute('select 1 from scripted_saga where key = ? for update', [other], 'all', holder.getTransactionContext());
+      const controller = new AbortController();
+      let aborted: unknown;
+      beforeCommit.work = async (em) => {
+        aborted = await em
+          .find(ScriptedSaga, { key: other }, { signal: controller.signal, lockMode: LockMode.PESSIMISTIC_WRITE } as never)
+          .catch((error: unknown) => error);
+        throw new Error('step gave up');
+      };
+      const handled = runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc', by: 9 }] }).catch((error: unknown) => error);
+      try {
+        while ((await lockWaits(db().orm)) === 0) await Promise.resolve();
+        controller.abort(new Error('caller gave up'));
+      } finally {
+        await holder.rollback();
+      }
+      expect(await handled).toBeInstanceOf(Error);
+      expect(String(aborted)).toMatch(/caller gave up/);
+      expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 0, version: 0 });
+      await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc', by: 1 }] });
+      expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 1 });
+      const [idle] = await db()
+        .orm.em.fork()
+        .getConnection()
+        .execute<{ n: number }[]>(
+          "select count(*)::int as n from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'",
+        );
+      expect(idle!.n).toBe(0);
     });
   }
 });
