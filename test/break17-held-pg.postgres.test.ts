@@ -235,11 +235,9 @@ describe.runIf(ORM_MAJOR === 7)('break17: the unit transaction held on a pg conn
       const streamed: unknown[] = [];
       let failure: unknown;
       beforeCommit.work = async (em) => {
-        type Streaming = { stream(): AsyncIterable<unknown> };
-        const kysely = (em as unknown as { getKysely(): Record<string, (...args: unknown[]) => unknown> }).getKysely();
-        const update = (kysely.updateTable as (table: string) => Record<string, (...args: unknown[]) => Record<string, never>>)(
-          'scripted_saga',
-        ).set!({ log: 'streamed' }).where!('key', '=', key).returning!(['key', 'log']) as unknown as Streaming;
+        type Chain = { [method: string]: (...args: unknown[]) => Chain } & { stream(): AsyncIterable<unknown> };
+        const kysely = (em as unknown as { getKysely(): Chain }).getKysely();
+        const update = kysely.updateTable!('scripted_saga').set!({ log: 'streamed' }).where!('key', '=', key).returning!(['key', 'log']);
         try {
           for await (const row of update.stream()) streamed.push(row);
         } catch (error) {

@@ -91,9 +91,9 @@ export async function beginUnit(em: EntityManager): Promise<void> {
 }
 
 /** MikroORM 7: a transaction the library holds on PostgreSQL ({@link holdPgTransaction}), kysely's elsewhere. */
-function holdKyselyTransaction(em: EntityManager, kysely: KyselyClient): Promise<(broken?: boolean) => void> {
+async function holdKyselyTransaction(em: EntityManager, kysely: KyselyClient): Promise<(broken?: boolean) => void> {
   const client = kysely as unknown as KyselyLike;
-  return holdsPgTransactions(em, client) ? holdPgTransaction(em, client) : holdTransaction(em, kysely);
+  return (holdsPgTransactions(em, client) && (await holdPgTransaction(em, client))) || holdTransaction(em, kysely);
 }
 
 /**
@@ -251,6 +251,8 @@ export async function rollbackUnit(em: EntityManager): Promise<void> {
     if (!held) await (em.getConnection('write') as unknown as { rollback(context: unknown): Promise<void> }).rollback(context);
     ended = true;
     em.getUnitOfWork(false).clearActionsQueue(); // as em.rollback() does
+    // As after COMMIT: the connection goes back before the event, whose statements run outside the transaction.
+    endConnectionHold(em);
     if (subscriberError) throw subscriberError.error;
     await dispatchTransactionEvent(em, EventType.afterTransactionRollback, context);
   } finally {
@@ -463,6 +465,7 @@ async function queryRowsHeld<T>(
 ): Promise<T[]> {
   const fork = freshFork(em);
   const endHold = await holdPgTransaction(fork, kysely as unknown as KyselyLike);
+  if (!endHold) return queryRowsUnder(em, settings, sql, params);
   const held = heldContexts.get(fork.getTransactionContext() as object)!;
   let ended = false;
   try {

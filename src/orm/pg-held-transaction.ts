@@ -41,6 +41,8 @@ interface CompiledQuery {
 interface KyselyConnection {
   executeQuery(query: CompiledQuery): Promise<{ readonly rows: unknown[]; readonly numAffectedRows?: bigint }>;
   streamQuery(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<{ readonly rows: unknown[] }>;
+  cancelQuery(): Promise<void>;
+  killSession(): Promise<void>;
 }
 
 interface KyselyExecutor {
@@ -55,16 +57,18 @@ export interface KyselyLike {
 /** What MikroORM 7's PostgreSQL connection offers beyond its kysely client. */
 interface PgConnectionLike {
   getNativeClient(): Promise<PgPool>;
-  readonly options?: { readonly onCreateConnection?: unknown; readonly onReserveConnection?: unknown };
+  readonly options?: { readonly onCreateConnection?: unknown; readonly onReserveConnection?: unknown; readonly driverOptions?: unknown };
 }
 
 const eligible = new WeakMap<object, boolean>();
 
 /**
  * Whether `em`'s unit transactions go on a connection the library holds itself ({@link holdPgTransaction}): MikroORM 7
- * on PostgreSQL, where nothing must run on a connection when kysely hands it out. With `onCreateConnection`,
- * `onReserveConnection` or `sessionContext: 'connection'` configured, MikroORM runs statements there (a session's
- * settings, a row-level security context), and the transaction is kysely's as before.
+ * on PostgreSQL with the pg pool MikroORM builds, where nothing must run on a connection when kysely hands it out.
+ * With `onCreateConnection`, `onReserveConnection` or `sessionContext: 'connection'` configured, MikroORM runs
+ * statements there (a session's settings, a row-level security context); with a kysely dialect or Kysely instance
+ * of the application's as `driverOptions`, the pool and its hooks are the application's. The transaction is then
+ * kysely's, as before.
  */
 export function holdsPgTransactions(em: EntityManager, kysely: KyselyLike | undefined): boolean {
   if (!kysely) return false;
@@ -80,10 +84,18 @@ export function holdsPgTransactions(em: EntityManager, kysely: KyselyLike | unde
       config.get('onReserveConnection') == null &&
       config.get('sessionContext') !== 'connection' &&
       connection.options?.onCreateConnection == null &&
-      connection.options?.onReserveConnection == null;
+      connection.options?.onReserveConnection == null &&
+      !ownedByApplication(connection.options?.driverOptions ?? config.get('driverOptions'));
     eligible.set(connection, answer);
   }
   return answer;
+}
+
+/** `driverOptions` that hand MikroORM 7 a dialect or Kysely instance (or a function making one) instead of pool options. */
+function ownedByApplication(driverOptions: unknown): boolean {
+  if (typeof driverOptions === 'function') return true;
+  if (driverOptions === null || typeof driverOptions !== 'object') return false;
+  return 'createDriver' in driverOptions || typeof (driverOptions as { getExecutor?: unknown }).getExecutor === 'function';
 }
 
 function isPostgreSqlConnection(connection: object): boolean {
@@ -96,10 +108,19 @@ function isPostgreSqlConnection(connection: object): boolean {
 /**
  * Takes a connection from MikroORM's pg pool and makes it `em`'s transaction context; BEGIN goes with the first
  * statement sent in it. The returned function closes the context and hands the connection back (`broken`: the
- * transaction may still be open on it, so the pool closes it). Rejects when no connection can be had.
+ * transaction may still be open on it, so the pool closes it). Rejects when no connection can be had; undefined, with
+ * nothing taken, when MikroORM does not hand out its pool after all (its `getNativeClient()` refuses): `em`'s
+ * transactions are then kysely's ({@link holdsPgTransactions} answers false from then on).
  */
-export async function holdPgTransaction(em: EntityManager, kysely: KyselyLike): Promise<(broken?: boolean) => void> {
-  const pool = await (em.getConnection('write') as unknown as PgConnectionLike).getNativeClient();
+export async function holdPgTransaction(em: EntityManager, kysely: KyselyLike): Promise<((broken?: boolean) => void) | undefined> {
+  const connection = em.getConnection('write') as unknown as PgConnectionLike & object;
+  let pool: PgPool;
+  try {
+    pool = await connection.getNativeClient();
+  } catch {
+    eligible.set(connection, false);
+    return undefined;
+  }
   const client = await pool.connect();
   const held: HeldTransaction = {
     context: {},
@@ -111,7 +132,7 @@ export async function holdPgTransaction(em: EntityManager, kysely: KyselyLike): 
     committed: false,
     commitSending: false,
   };
-  const context = heldKysely(kysely, heldConnection(client, held));
+  const context = heldKysely(kysely, heldConnection(pool, client, held));
   (held as { context: object }).context = context;
   heldContexts.set(context, held);
   em.setTransactionContext(context as never);
@@ -133,11 +154,36 @@ function logQuery(em: EntityManager, sql: string): void {
  * The kysely connection of a held transaction: sends each statement with what waits to go before it (BEGIN, a
  * SAVEPOINT, a lock bound) and, when asked, COMMIT after it, in one string; answers with the statement's own result
  * and keeps every statement's answer in `held.answers`. A statement with parameters (a typed kysely query) goes
- * alone, after what waited, and never carries COMMIT.
+ * alone, after what waited, and never carries COMMIT. A statement in flight can be canceled, or its session ended,
+ * from another connection of `pool` (kysely's `inflightQueryAbortStrategy`), as on kysely's own connections.
  */
-function heldConnection(client: PgClient, held: HeldTransaction): KyselyConnection {
+function heldConnection(pool: PgPool, client: PgClient, held: HeldTransaction): KyselyConnection {
+  let sent = 0;
+  let running: number | undefined;
   const send = async (sql: string, parameters: readonly unknown[]): Promise<PgResult[]> => {
     if (!held.open) throw new Error(TRANSACTION_ENDED);
+    const id = ++sent;
+    running = id;
+    try {
+      return await sendNow(sql, parameters);
+    } finally {
+      if (running === id) running = undefined;
+    }
+  };
+  /** Runs `pg_cancel_backend` or `pg_terminate_backend` on the connection's session, if a statement is still in flight. */
+  const control = async (fn: 'pg_cancel_backend' | 'pg_terminate_backend') => {
+    const target = running;
+    const pid = (client as { processID?: unknown }).processID;
+    if (target === undefined || typeof pid !== 'number') return;
+    const other = await pool.connect();
+    try {
+      // The statement may have ended while a connection was found: another one must not be canceled for it.
+      if (running === target) await other.query(`select ${fn}(${pid})`, []);
+    } finally {
+      other.release();
+    }
+  };
+  const sendNow = async (sql: string, parameters: readonly unknown[]): Promise<PgResult[]> => {
     const prefix = takeUnsent(held);
     const commit = prefix.length > 0 && held.commitPending;
     held.commitPending = false;
@@ -177,13 +223,24 @@ function heldConnection(client: PgClient, held: HeldTransaction): KyselyConnecti
         result.command === 'INSERT' || result.command === 'UPDATE' || result.command === 'DELETE' || result.command === 'MERGE';
       return { rows: result.rows ?? [], numAffectedRows: counted ? BigInt(result.rowCount ?? 0) : undefined };
     },
-    // `em.stream()` in the transaction: a cursor of the transaction's own, read `chunkSize` rows at a time.
+    cancelQuery: () => control('pg_cancel_backend'),
+    killSession: () => control('pg_terminate_backend'),
+    // `em.stream()` in the transaction: a cursor of the transaction's own, read `chunkSize` rows at a time. PostgreSQL
+    // declares cursors for SELECT and VALUES only: any other statement (UPDATE ... RETURNING) runs whole, its rows
+    // handed out `chunkSize` at a time.
     async *streamQuery(query, chunkSize = 100) {
+      const size = Math.max(1, Math.floor(chunkSize));
+      if (!CURSOR_STATEMENT.test(query.sql)) {
+        const [result] = (await send(query.sql, query.parameters)).slice(-1);
+        const rows = result?.rows ?? [];
+        for (let at = 0; at < rows.length; at += size) yield { rows: rows.slice(at, at + size) };
+        return;
+      }
       const name = `saga_stream_${++cursors}`;
       await send(`declare ${name} no scroll cursor for ${query.sql}`, query.parameters);
       try {
         for (;;) {
-          const [result] = await send(`fetch forward ${Math.max(1, Math.floor(chunkSize))} from ${name}`, []);
+          const [result] = await send(`fetch forward ${size} from ${name}`, []);
           const rows = result?.rows ?? [];
           if (rows.length === 0) return;
           yield { rows };
@@ -194,6 +251,9 @@ function heldConnection(client: PgClient, held: HeldTransaction): KyselyConnecti
     },
   };
 }
+
+/** A statement PostgreSQL declares a cursor for: SELECT or VALUES, after leading blanks, comments and parentheses. */
+const CURSOR_STATEMENT = /^(?:\s|\(|--[^\n]*\n|\/\*[\s\S]*?\*\/)*(?:select|values)\b/i;
 
 function listOf(answer: PgResult | PgResult[]): PgResult[] {
   return Array.isArray(answer) ? answer : [answer];
