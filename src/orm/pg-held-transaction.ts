@@ -132,7 +132,13 @@ export async function holdPgTransaction(em: EntityManager, kysely: KyselyLike): 
     committed: false,
     commitSending: false,
   };
-  const context = heldKysely(kysely, heldConnection(pool, client, held));
+  let context: object;
+  try {
+    context = heldKysely(kysely, heldConnection(pool, client, held));
+  } catch (error) {
+    client.release();
+    throw error;
+  }
   (held as { context: object }).context = context;
   heldContexts.set(context, held);
   em.setTransactionContext(context as never);
