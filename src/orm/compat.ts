@@ -744,6 +744,21 @@ export function isRefusedByServer(error: unknown): boolean {
   return typeof code === 'string' && /^(?:[0-9][0-9A-Z]|F0|HV|P0)[0-9A-Z]{3}$/.test(code);
 }
 
+/**
+ * pg refused to send the statement: its client's connection had already failed or was closed ("Client has
+ * encountered a connection error and is not queryable", "Client was closed and is not queryable"). Nothing of the
+ * statement, nor a COMMIT sent with it, reached the server. The message is all that tells it (no code), on the
+ * error or on the driver error MikroORM wrapped it in.
+ */
+export function isNeverSent(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    if (NOT_QUERYABLE.test(e.message)) return true;
+  }
+  return false;
+}
+
+const NOT_QUERYABLE = /Client (?:has encountered a connection error|was closed) and is not queryable/;
+
 export function isServerException(error: unknown): boolean {
   return error instanceof ServerException;
 }

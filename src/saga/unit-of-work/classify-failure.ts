@@ -12,6 +12,7 @@ import {
   isConnectionOrLockError,
   isDriverException,
   isInvalidFieldName,
+  isNeverSent,
   isOptimisticLockError,
   isPoolTimeout,
   isReachable,
@@ -80,11 +81,13 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
   }
   // A COMMIT that failed without a database error code failed outside the database: MikroORM's commit also runs
   // the application's transaction subscribers, and afterTransactionCommit runs once COMMIT was applied.
-  if (error.operation === 'commit' && !hasDatabaseCode(error.cause)) return commitOutcomeUnknown(context, error.cause, 'outside');
+  // Unless pg never sent it (its connection had already failed): then COMMIT was not applied.
+  const sentCommit = error.operation === 'commit' && !isNeverSent(error.cause);
+  if (sentCommit && !hasDatabaseCode(error.cause)) return commitOutcomeUnknown(context, error.cause, 'outside');
   const cause = driverErrorOf(error, context.em);
   if (cause instanceof SagaError) return cause;
   // COMMIT refused by the server (a deferred constraint, a serialization failure) was not applied: not unknown.
-  if (error.operation === 'commit' && context.dialect.commitCanFailAfterApplying && !isRefusedByServer(cause)) {
+  if (sentCommit && context.dialect.commitCanFailAfterApplying && !isRefusedByServer(cause)) {
     return commitOutcomeUnknown(context, cause);
   }
   if (isConcurrencyConflict(cause)) {

@@ -6,6 +6,7 @@ import {
   conflictKind,
   freshFork,
   isLockWait,
+  isNeverSent,
   isRefusedByServer,
   joinTransaction,
   leaveTransaction,
@@ -76,14 +77,15 @@ export class LeftGroup extends Error {
 
 /**
  * What the units a refused group COMMIT carried get. The database refused it (a deferred constraint, a serialization
- * failure: an error it answered with), so nothing of the group was written; the refusal may be one unit's alone, and
+ * failure: an error it answered with), or pg never sent it (the connection had already failed), so nothing of the
+ * group was written; the refusal may be one unit's alone, and
  * the others would have committed on their own. Each leaves the group ({@link LeftGroup}): the runtime runs it again,
  * from its read, in a transaction of its own, where a refusal is that unit's own failure. A COMMIT that failed
  * otherwise (the connection) may have been applied: its units get that failure, an unknown outcome.
  */
 function commitFailure(error: unknown, carried: number): ItemOutcome<never> {
   const cause = error instanceof StatementFailure ? error.cause : error;
-  if (carried > 1 && isRefusedByServer(cause)) {
+  if (carried > 1 && (isRefusedByServer(cause) || isNeverSent(cause))) {
     return failure(new LeftGroup(error, "the group's COMMIT was refused; the unit of work is written again alone"));
   }
   return failure(error);

@@ -7,6 +7,7 @@ import {
   commitUnit,
   commitWithNextStatement,
   executeSql,
+  isNeverSent,
   isRefusedByServer,
   markWritten,
   plainRowUpdate,
@@ -384,7 +385,8 @@ async function carryingCommit<T>(em: EntityManager, alone: boolean, send: () => 
   try {
     return await send();
   } catch (error) {
-    if (isRefusedByServer(error)) throw error;
+    // Refused by the server, or never sent (pg refuses a client whose connection had failed): COMMIT was not applied.
+    if (isRefusedByServer(error) || isNeverSent(error)) throw error;
     throw new StatementFailure('commit', undefined, error, Math.round(performance.now() - started));
   }
 }
