@@ -39,18 +39,18 @@ describe('break18: a unit whose session ended before it sent anything (postgresq
     const key = uniqueKey('b18k');
     await runtime.handle(scriptedSaga, { type: 'Start', key });
     // The pool's only connection: the one the next unit takes.
-    const [{ pid }] = await queryRows<{ pid: number }>(orm.em.fork(), 'select pg_backend_pid() as pid', []);
+    const [{ pid }] = (await queryRows<{ pid: number }>(orm.em.fork(), 'select pg_backend_pid() as pid', [])) as [{ pid: number }];
     const other = db().orm.em;
     afterStart.work = async () => {
       await queryRows(other.fork(), `select pg_terminate_backend(${pid})`, []);
       // Until the backend has gone (its FATAL message sent), then one more round trip so the client reads it.
       for (;;) {
-        const [{ n }] = await queryRows<{ n: number }>(
+        const [row] = await queryRows<{ n: number }>(
           other.fork(),
           `select count(*)::int as n from pg_stat_activity where pid = ${pid}`,
           [],
         );
-        if (n === 0) break;
+        if (row!.n === 0) break;
       }
       await queryRows(other.fork(), 'select 1', []);
     };
@@ -59,17 +59,13 @@ describe('break18: a unit whose session ended before it sent anything (postgresq
       (e: unknown) => e,
     );
     expect(afterStart.work).toBeUndefined();
-    const [{ counter }] = await queryRows<{ counter: number }>(other.fork(), `select counter from scripted_saga where key = '${key}'`, []);
-    expect(counter).toBe(0);
+    const [before] = await queryRows<{ counter: number }>(other.fork(), `select counter from scripted_saga where key = '${key}'`, []);
+    expect(before!.counter).toBe(0);
     expect(error).toBeInstanceOf(SagaPersistenceError);
     expect((error as SagaPersistenceError).code).not.toBe('COMMIT_OUTCOME_UNKNOWN');
     // The next message is handled on a fresh connection.
     await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
-    const [{ counter: after }] = await queryRows<{ counter: number }>(
-      other.fork(),
-      `select counter from scripted_saga where key = '${key}'`,
-      [],
-    );
-    expect(after).toBe(1);
+    const [after] = await queryRows<{ counter: number }>(other.fork(), `select counter from scripted_saga where key = '${key}'`, []);
+    expect(after!.counter).toBe(1);
   });
 });
