@@ -254,11 +254,12 @@ export async function writeGroup(
 
 /**
  * Writes a group whose units each write only their saga row's versioned UPDATE (and the delivered timer's stamp),
- * with the statements of all units in one round trip, in lock order, then COMMIT. MikroORM 6 on PostgreSQL sends them
- * as one string after BEGIN and the lock bound: two round trips for the group instead of one per unit and COMMIT.
- * MikroORM 7 on PostgreSQL sends one statement per round trip: when no two units write the same saga row, their
- * statements go as statements of at most 8 (`runUpdatesAsOne`), after BEGIN and the lock bound: six round trips for
- * a group of 10 timer deliveries instead of two per unit and two more. A unit whose saga row changed meanwhile changed no
+ * with the statements of all units in one round trip, in lock order, then COMMIT. On PostgreSQL (MikroORM 6, and 7
+ * where the library holds the transaction) they go as one string after BEGIN and the lock bound: two round trips for
+ * the group instead of one per unit and COMMIT. Where MikroORM 7 leaves the transaction to kysely, which sends one
+ * statement per round trip: when no two units write the same saga row, their statements go as statements of at most
+ * 8 (`runUpdatesAsOne`), after BEGIN and the lock bound: six round trips for a group of 10 timer deliveries instead
+ * of two per unit and two more. A unit whose saga row changed meanwhile changed no
  * row and fails alone with {@link VersionConflict}, as in its savepoint. Undefined, with nothing written, when the
  * group cannot go this way or must not commit as it went: a unit of another shape, a statement that failed
  * (PostgreSQL stops at it; the transaction is rolled back), a unit whose statements changed some of their rows but
