@@ -557,6 +557,11 @@ export async function sendWithNextStatement(em: EntityManager, sql: string): Pro
   logQuery(em, sql);
 }
 
+/** Whether a statement given to {@link sendWithNextStatement} in `em`'s transaction waits for the next one. */
+export function foldsStatements(em: EntityManager): boolean {
+  return heldContexts.get(em.getTransactionContext() as object)?.foldsStatements === true;
+}
+
 /** Takes back `sql` if {@link sendWithNextStatement} still holds it unsent; true when it did (it never ran). */
 export function withdrawUnsent(em: EntityManager, sql: string): boolean {
   const held = heldContexts.get(em.getTransactionContext() as object);

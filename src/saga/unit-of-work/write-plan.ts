@@ -7,6 +7,7 @@ import {
   commitUnit,
   commitWithNextStatement,
   executeSql,
+  foldsStatements,
   isNeverSent,
   isRefusedByServer,
   markWritten,
@@ -14,6 +15,7 @@ import {
   quoteName,
   recordInsertedNulls,
   rollbackUnit,
+  sendWithNextStatement,
   tableOf,
 } from '../../orm/compat.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
@@ -224,6 +226,13 @@ export async function runPlanStatements(
 ): Promise<WriteReport> {
   let timersCancelled = 0;
   let bound = lockBound;
+  if (bound && foldsStatements(em)) {
+    // Goes with the first statement as a statement of its own, in the same round trip: cheaper for PostgreSQL than
+    // the WITH query the UPDATE would join (planned as a join, measured 2026-12-02: 50-130 us more per unit).
+    const sql = bound;
+    await runNamed('begin', undefined, () => sendWithNextStatement(em, sql));
+    bound = undefined;
+  }
   const statements = statementsOf(plan, target, dialectOf(em).updatesInWith);
   const alone = ownTransaction && statements.length === 1;
   for (const statement of statements) {
