@@ -1,14 +1,7 @@
 // break17: attacks on the unit transaction the library holds itself on MikroORM 7 with PostgreSQL
 // (src/orm/pg-held-transaction.ts, commits 32cd0c5 and dd7bcc9). Each test states what an application may do with
 // MikroORM 7 inside (or around) a unit of work, and what it must see: the same as on kysely's own transaction.
-import {
-  type EntityManager,
-  type EventSubscriber,
-  LockMode,
-  type MikroORM,
-  type Options,
-  type TransactionEventArgs,
-} from '@mikro-orm/core';
+import { type EventSubscriber, LockMode, type MikroORM, type Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
 import { ORM_MAJOR } from '../src/orm/compat.js';
@@ -16,35 +9,7 @@ import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { driverPg, KYSELY_TRANSACTIONS, lockWaits, statementsSent } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
-
-/** Runs `work` with the unit's EntityManager just before its COMMIT, once. */
-class BeforeCommit implements EventSubscriber {
-  work: ((em: EntityManager) => Promise<void>) | undefined;
-  async beforeTransactionCommit({ em }: TransactionEventArgs): Promise<void> {
-    const work = this.work;
-    this.work = undefined;
-    await work?.(em!);
-  }
-}
-
-/** Runs `work` with the unit's EntityManager right after its transaction started, once. */
-class AfterStart implements EventSubscriber {
-  work: ((em: EntityManager) => Promise<void>) | undefined;
-  async afterTransactionStart({ em }: TransactionEventArgs): Promise<void> {
-    const work = this.work;
-    this.work = undefined;
-    await work?.(em!);
-  }
-}
-
-type KyselyEm = EntityManager & {
-  getKysely(): {
-    selectFrom(table: string): {
-      select(columns: string[]): { where(column: string, op: string, value: unknown): { execute(): Promise<unknown[]> } };
-    };
-  };
-  stream(entity: unknown, options: object): AsyncIterable<{ key: string; counter: number }>;
-};
+import { AfterStart, BeforeCommit, type KyselyEm } from './support/transaction-hooks.js';
 
 /** The MikroORM 7 leg's own kysely (the one MikroORM 7 runs on). */
 async function legKysely(): Promise<{ PostgresDialect: new (config: object) => object }> {

@@ -1,22 +1,13 @@
 // break18: the session of a unit's connection ends (pg_terminate_backend, a PostgreSQL restart, an idle-session
 // timeout) after the connection was taken from the pool and before the unit sent anything on it (both majors; on
 // MikroORM 7 the connection comes straight from MikroORM's pg pool, src/orm/pg-held-transaction.ts).
-import type { EntityManager, EventSubscriber, MikroORM, Options, TransactionEventArgs } from '@mikro-orm/core';
+import type { MikroORM, Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaPersistenceError, SagaRuntime } from '../src/index.js';
 import { queryRows } from '../src/sql/sql-executor.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
-
-/** Runs `work` right after the unit's transaction started (its connection taken, nothing sent on it yet), once. */
-class AfterStart implements EventSubscriber {
-  work: ((em: EntityManager) => Promise<void>) | undefined;
-  async afterTransactionStart({ em }: TransactionEventArgs): Promise<void> {
-    const work = this.work;
-    this.work = undefined;
-    await work?.(em!);
-  }
-}
+import { AfterStart } from './support/transaction-hooks.js';
 
 describe('break18: a unit whose session ended before it sent anything (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);

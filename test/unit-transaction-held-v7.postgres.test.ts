@@ -3,7 +3,7 @@
 // the EntityManager inside the unit (a transaction subscriber here) must run in that transaction as on kysely's own:
 // typed kysely queries (`em.getKysely()`), `em.stream()`, nested `em.transactional()`; and nothing may run in it
 // once it has ended.
-import type { EntityManager, EventSubscriber, MikroORM, TransactionEventArgs } from '@mikro-orm/core';
+import type { EntityManager, MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
 import { ORM_MAJOR } from '../src/orm/compat.js';
@@ -11,27 +11,7 @@ import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { statementsSent } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
-
-/** Runs `work` with the unit's EntityManager just before its COMMIT, once. */
-class BeforeCommit implements EventSubscriber {
-  work: ((em: EntityManager) => Promise<void>) | undefined;
-  async beforeTransactionCommit({ em }: TransactionEventArgs): Promise<void> {
-    const work = this.work;
-    this.work = undefined;
-    await work?.(em!);
-  }
-}
-
-/** MikroORM 7's typed query API on an EntityManager (absent on 6). */
-type KyselyEm = EntityManager & {
-  getKysely(): {
-    selectFrom(table: string): {
-      select(columns: string[]): { where(column: string, op: string, value: unknown): { execute(): Promise<unknown[]> } };
-    };
-    transaction(): { execute(work: () => Promise<unknown>): Promise<unknown> };
-  };
-  stream(entity: unknown, options: object): AsyncIterable<{ key: string; counter: number }>;
-};
+import { BeforeCommit, type KyselyEm } from './support/transaction-hooks.js';
 
 describe.runIf(ORM_MAJOR === 7)("a unit's transaction the library holds on MikroORM 7 (postgresql)", () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
