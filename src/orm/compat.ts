@@ -126,7 +126,7 @@ function holdTransaction(em: EntityManager, kysely: KyselyClient): Promise<() =>
  */
 async function holdKnexTransaction(em: EntityManager, client: KnexClient): Promise<(broken?: boolean) => void> {
   const connection = await client.acquireConnection();
-  const held = heldTransaction(client, connection);
+  const held = heldTransaction(client, connection, () => logQuery(em, 'begin'));
   const endHold = (broken = false) => {
     held.open = false;
     held.beginPending = false;
@@ -136,9 +136,10 @@ async function holdKnexTransaction(em: EntityManager, client: KnexClient): Promi
     void client.releaseConnection(connection);
   };
   em.setTransactionContext(held.context);
-  if (held.foldsStatements) {
+  if (held.foldsStatements || SQLITE_CLIENTS.has(client.dialect)) {
     held.beginPending = true;
-    logQuery(em, 'begin');
+    // PostgreSQL: BEGIN goes with the first statement; SQLite logs it when it is sent (queryAfterDeferredBegin).
+    if (held.foldsStatements) logQuery(em, 'begin');
     return endHold;
   }
   try {
@@ -571,6 +572,55 @@ export function withdrawUnsent(em: EntityManager, sql: string): boolean {
   return true;
 }
 
+/** knex's SQLite dialects: a unit's BEGIN waits for its first statement there too ({@link queryAfterDeferredBegin}). */
+const SQLITE_CLIENTS = new Set(['sqlite3', 'better-sqlite3']);
+
+/**
+ * Sends the first statement of a unit's transaction on SQLite (MikroORM 6), whose BEGIN has waited for it: the
+ * transaction's only statement, with its COMMIT asked for ({@link commitWithNextStatement}), goes alone and commits
+ * itself (SQLite runs a statement outside a transaction as one of its own: all of it or nothing), two statements
+ * less; a SAVEPOINT opens the transaction itself (SQLite begins one for a SAVEPOINT outside a transaction, as
+ * BEGIN DEFERRED does); any other statement goes after BEGIN. SQLite's drivers run one statement per call.
+ * A statement that went alone and failed began nothing: BEGIN stays pending, so no ROLLBACK is sent for it.
+ */
+async function queryAfterDeferredBegin(
+  client: KnexClient,
+  transactionClient: KnexClient,
+  target: object,
+  query: unknown,
+  held: HeldTransaction,
+  logBegin: () => void,
+): Promise<unknown> {
+  const send = () => client.query.call(transactionClient, target, query);
+  if (held.commitPending) {
+    held.commitPending = false;
+    const answer = await send();
+    held.beginPending = false;
+    held.committed = true;
+    held.committedAs = 'COMMIT';
+    return answer;
+  }
+  const sql = typeof query === 'string' ? query : (query as KnexQuery).sql;
+  const opens = /^\s*savepoint\s/i.test(sql);
+  held.beginPending = false;
+  try {
+    if (!opens) {
+      logBegin();
+      await client.query.call(transactionClient, target, 'begin');
+    }
+  } catch (error) {
+    held.beginPending = true;
+    throw error;
+  }
+  if (!opens) return send();
+  try {
+    return await send();
+  } catch (error) {
+    held.beginPending = true;
+    throw error;
+  }
+}
+
 /** Each pooled connection's client (see {@link heldTransaction}), built the first time it carries a transaction. */
 const connectionClients = new WeakMap<object, KnexClient & { transacting: boolean }>();
 
@@ -585,7 +635,7 @@ const connectionClients = new WeakMap<object, KnexClient & { transacting: boolea
  * `em.transactional()` (a subscriber's) opens a savepoint on it, as under knex's own transaction, while the
  * transaction is open.
  */
-function heldTransaction(client: KnexClient, connection: object): HeldTransaction {
+function heldTransaction(client: KnexClient, connection: object, logBegin: () => void): HeldTransaction {
   let connectionClient = connectionClients.get(connection);
   if (!connectionClient) {
     connectionClient = Object.create(client) as KnexClient & { transacting: boolean };
@@ -598,6 +648,8 @@ function heldTransaction(client: KnexClient, connection: object): HeldTransactio
   const transactionClient = Object.create(connectionClient) as KnexClient;
   transactionClient.query = (target, query) => {
     if (!held.open) return ended();
+    if (held.beginPending && !held.foldsStatements)
+      return queryAfterDeferredBegin(client, transactionClient, target, query, held, logBegin);
     let sent: Promise<unknown>;
     const prefix = takeUnsent(held);
     if (prefix.length > 0) {
