@@ -163,9 +163,9 @@ describe('break19: the lock bound as a statement of its own (postgresql)', () =>
   });
 });
 
-// FINDING (fails on both majors; predates 121f7ba/48b0899): a COMMIT sent in the string of a unit's only statement
-// (`begin; select set_config(...); update ...\n; commit`) never appears in MikroORM's query log: the log shows BEGIN,
-// the bound and the UPDATE, and no end of the transaction.
+// Found by break19 (failed on both majors until commitUnit logged it; predates 121f7ba/48b0899): a COMMIT sent in the
+// string of a unit's only statement (`begin; select set_config(...); update ...\n; commit`) never appeared in
+// MikroORM's query log: the log showed BEGIN, the bound and the UPDATE, and no end of the transaction.
 describe("break19: MikroORM's query log against what was sent (postgresql)", () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
   for (const [name, actions] of [
@@ -200,9 +200,9 @@ describe("break19: MikroORM's query log against what was sent (postgresql)", () 
   }
 });
 
-// FINDING (fails on both majors; predates 121f7ba/48b0899): on PostgreSQL BEGIN is logged when the connection is
-// taken, before it goes (with the first statement): a unit that ends before any statement (an afterTransactionStart
-// subscriber throws) logs a BEGIN that was never sent. SQLite logs BEGIN only when it is sent.
+// Found by break19 (failed on both majors until BEGIN was logged when sent; predates 121f7ba/48b0899): on PostgreSQL
+// BEGIN was logged when the connection was taken, before it went (with the first statement): a unit that ended
+// before any statement (an afterTransactionStart subscriber threw) logged a BEGIN that was never sent.
 describe("break19: MikroORM's query log when a unit ends before its first statement (postgresql)", () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
   it('an afterTransactionStart subscriber throws: the log claims no BEGIN (nor ROLLBACK) that was not sent', async () => {

@@ -300,9 +300,9 @@ for (const dialect of DIALECTS.filter(isSqlite)) {
       expect((await rowsOf(await another()).saga(key))?.counter).toBe(1);
     });
 
-    // FINDING (fails on both SQLite drivers): a lone UPDATE carries the COMMIT request (carryingCommit), and a SQLite
-    // error is no ServerException/SQLSTATE (isRefusedByServer), so a trigger's refusal is reported as
-    // "COMMIT failed (DriverException)", not as "update on scripted_saga failed": nothing is written either way.
+    // Found by break19 (failed on both SQLite drivers until carryingCommit took SQLite's errors for the statement's):
+    // a lone UPDATE carries the COMMIT request, and a SQLite error is no ServerException/SQLSTATE, so a trigger's
+    // refusal was reported as "COMMIT failed (DriverException)", not as "update on scripted_saga failed".
     it('a lone UPDATE the database refuses is reported as the UPDATE on the saga table that failed, as the same refusal inside BEGIN/COMMIT is, not as a failed COMMIT', async () => {
       const refusal = async (orm: MikroORM) => {
         const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga] });

@@ -126,7 +126,7 @@ function holdTransaction(em: EntityManager, kysely: KyselyClient): Promise<() =>
  */
 async function holdKnexTransaction(em: EntityManager, client: KnexClient): Promise<(broken?: boolean) => void> {
   const connection = await client.acquireConnection();
-  const held = heldTransaction(client, connection, () => logQuery(em, 'begin'));
+  const held = heldTransaction(client, connection, (sql) => logQuery(em, sql));
   const endHold = (broken = false) => {
     held.open = false;
     held.beginPending = false;
@@ -137,9 +137,8 @@ async function holdKnexTransaction(em: EntityManager, client: KnexClient): Promi
   };
   em.setTransactionContext(held.context);
   if (held.foldsStatements || SQLITE_CLIENTS.has(client.dialect)) {
+    // BEGIN goes with the first statement (PostgreSQL), or just before it (SQLite); it is logged when it is sent.
     held.beginPending = true;
-    // PostgreSQL: BEGIN goes with the first statement; SQLite logs it when it is sent (queryAfterDeferredBegin).
-    if (held.foldsStatements) logQuery(em, 'begin');
     return endHold;
   }
   try {
@@ -196,6 +195,9 @@ export async function commitUnit(em: EntityManager): Promise<void> {
       } finally {
         held.commitSending = false;
       }
+    } else if (held.committed && held.foldsStatements) {
+      // A COMMIT that went with the statement (PostgreSQL) is logged now, after it (SQLite sent none: autocommit).
+      logQuery(em, COMMIT_SQL);
     }
     // PostgreSQL answers COMMIT of a transaction a failed statement aborted with ROLLBACK, not an error.
     if (held.committedAs === 'ROLLBACK') throw new CommitRolledBack();
@@ -553,9 +555,8 @@ async function queryAfterPrefix(
 export async function sendWithNextStatement(em: EntityManager, sql: string): Promise<void> {
   const held = heldContexts.get(em.getTransactionContext() as object);
   if (!held?.foldsStatements) return void (await executeSql(em, sql, [], 'run'));
+  // MikroORM's query log shows it as if sent on its own, when it is sent (`takeUnsent`).
   held.pending.push(sql);
-  // MikroORM's query log shows it as if sent on its own (the statement it goes with is logged as sent by MikroORM).
-  logQuery(em, sql);
 }
 
 /** Whether a statement given to {@link sendWithNextStatement} in `em`'s transaction waits for the next one. */
@@ -589,7 +590,6 @@ async function queryAfterDeferredBegin(
   target: object,
   query: unknown,
   held: HeldTransaction,
-  logBegin: () => void,
 ): Promise<unknown> {
   const send = () => client.query.call(transactionClient, target, query);
   if (held.commitPending) {
@@ -605,7 +605,7 @@ async function queryAfterDeferredBegin(
   held.beginPending = false;
   try {
     if (!opens) {
-      logBegin();
+      held.log?.('begin');
       await client.query.call(transactionClient, target, 'begin');
     }
   } catch (error) {
@@ -635,7 +635,7 @@ const connectionClients = new WeakMap<object, KnexClient & { transacting: boolea
  * `em.transactional()` (a subscriber's) opens a savepoint on it, as under knex's own transaction, while the
  * transaction is open.
  */
-function heldTransaction(client: KnexClient, connection: object, logBegin: () => void): HeldTransaction {
+function heldTransaction(client: KnexClient, connection: object, log: (sql: string) => void): HeldTransaction {
   let connectionClient = connectionClients.get(connection);
   if (!connectionClient) {
     connectionClient = Object.create(client) as KnexClient & { transacting: boolean };
@@ -648,8 +648,7 @@ function heldTransaction(client: KnexClient, connection: object, logBegin: () =>
   const transactionClient = Object.create(connectionClient) as KnexClient;
   transactionClient.query = (target, query) => {
     if (!held.open) return ended();
-    if (held.beginPending && !held.foldsStatements)
-      return queryAfterDeferredBegin(client, transactionClient, target, query, held, logBegin);
+    if (held.beginPending && !held.foldsStatements) return queryAfterDeferredBegin(client, transactionClient, target, query, held);
     let sent: Promise<unknown>;
     const prefix = takeUnsent(held);
     if (prefix.length > 0) {
@@ -695,6 +694,7 @@ function heldTransaction(client: KnexClient, connection: object, logBegin: () =>
     context,
     open: true,
     foldsStatements: client.dialect === 'postgresql',
+    log,
     beginPending: false,
     pending: [],
     commitPending: false,

@@ -126,6 +126,7 @@ export async function holdPgTransaction(em: EntityManager, kysely: KyselyLike): 
     context: {},
     open: true,
     foldsStatements: true,
+    log: (sql) => logQuery(em, sql),
     beginPending: true,
     pending: [],
     commitPending: false,
@@ -142,7 +143,6 @@ export async function holdPgTransaction(em: EntityManager, kysely: KyselyLike): 
   (held as { context: object }).context = context;
   heldContexts.set(context, held);
   em.setTransactionContext(context as never);
-  logQuery(em, 'begin');
   return (broken = false) => {
     held.open = false;
     held.beginPending = false;

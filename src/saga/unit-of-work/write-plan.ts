@@ -395,7 +395,8 @@ async function carryingCommit<T>(em: EntityManager, alone: boolean, send: () => 
     return await send();
   } catch (error) {
     // Refused by the server, or never sent (pg refuses a client whose connection had failed): COMMIT was not applied.
-    if (isRefusedByServer(error) || isNeverSent(error)) throw error;
+    // SQLite commits in-process (a statement sent alone is its own transaction): its error is the statement's.
+    if (isRefusedByServer(error) || isNeverSent(error) || !dialectOf(em).commitCanFailAfterApplying) throw error;
     throw new StatementFailure('commit', undefined, error, Math.round(performance.now() - started));
   }
 }
