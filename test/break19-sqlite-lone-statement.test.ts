@@ -10,22 +10,27 @@ import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS, isSqlite, waitsForLocksSynchronously } from './support/databases.js';
 import { refuseInserts, rowsOf } from './support/rows.js';
+import { kinds, recordStatements } from './support/sqlite-statements.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
-/** Records the SQL of every statement knex hands the SQLite driver of `orm`, lowercased, until the returned stop(). */
-function recordStatements(orm: MikroORM): { sent: string[]; stop: () => void } {
-  const client = (orm.em.getConnection() as unknown as { getKnex(): { client: Record<string, unknown> } }).getKnex().client;
-  const original = client._query as (connection: unknown, query: { sql: string }) => Promise<unknown>;
-  const sent: string[] = [];
-  client._query = function (this: unknown, connection: unknown, query: { sql: string }) {
-    sent.push(query.sql.trim().toLowerCase());
-    return original.call(this, connection, query);
+/**
+ * Registers on `orm` an afterTransactionStart subscriber that, while armed, inserts a row into `table` in a nested
+ * `em.transactional()` of the unit's transaction (a fork without the unit's entities: its flush writes nothing of the
+ * saga).
+ */
+function nestedWriter(orm: MikroORM, table: string): { armed: boolean } {
+  const subscriber = {
+    armed: false,
+    async afterTransactionStart({ em }: TransactionEventArgs) {
+      if (!subscriber.armed) return;
+      await em!.fork({ clear: true, keepTransactionContext: true }).transactional(async (tx) => {
+        await tx.getConnection('write').execute(`insert into ${table} (note) values ('nested')`, [], 'run', tx.getTransactionContext());
+      });
+    },
   };
-  return { sent, stop: () => void delete client._query };
+  orm.em.getEventManager().registerSubscriber(subscriber as EventSubscriber);
+  return subscriber;
 }
-
-const kinds = (sent: readonly string[]) => sent.map((sql) => sql.split(/\s/)[0]);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 for (const dialect of DIALECTS.filter(isSqlite)) {
   describe.runIf(ORM_MAJOR === 6)(`break19: SQLite deferred BEGIN (${dialect}, MikroORM 6)`, () => {
@@ -141,19 +146,7 @@ for (const dialect of DIALECTS.filter(isSqlite)) {
     it('an afterTransactionStart subscriber with a nested em.transactional(): its write is rolled back with a unit whose UPDATE is refused', async () => {
       const orm = await another();
       await queryRows(orm.em, 'create table if not exists side_effect_b (note text)', []);
-      const subscriber = {
-        armed: false,
-        async afterTransactionStart({ em }: TransactionEventArgs) {
-          if (!this.armed) return;
-          // A fork without the unit's entities (its flush writes nothing of the saga), in the unit's transaction.
-          await em!.fork({ clear: true, keepTransactionContext: true }).transactional(async (tx) => {
-            await tx
-              .getConnection('write')
-              .execute("insert into side_effect_b (note) values ('nested')", [], 'run', tx.getTransactionContext());
-          });
-        },
-      };
-      orm.em.getEventManager().registerSubscriber(subscriber as EventSubscriber);
+      const subscriber = nestedWriter(orm, 'side_effect_b');
       const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga] });
       const key = uniqueKey('nested-sub');
       await runtime.handle(scriptedSaga, { type: 'Start', key });
@@ -176,18 +169,7 @@ for (const dialect of DIALECTS.filter(isSqlite)) {
     it('an afterTransactionStart subscriber with a nested em.transactional(): the connection is not left in a transaction after a successful unit', async () => {
       const orm = await another();
       await queryRows(orm.em, 'create table if not exists side_effect_c (note text)', []);
-      const subscriber = {
-        armed: false,
-        async afterTransactionStart({ em }: TransactionEventArgs) {
-          if (!this.armed) return;
-          await em!.fork({ clear: true, keepTransactionContext: true }).transactional(async (tx) => {
-            await tx
-              .getConnection('write')
-              .execute("insert into side_effect_c (note) values ('nested')", [], 'run', tx.getTransactionContext());
-          });
-        },
-      };
-      orm.em.getEventManager().registerSubscriber(subscriber as EventSubscriber);
+      const subscriber = nestedWriter(orm, 'side_effect_c');
       const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga] });
       const key = uniqueKey('nested-ok');
       await runtime.handle(scriptedSaga, { type: 'Start', key });
@@ -453,6 +435,8 @@ for (const dialect of DIALECTS.filter(isSqlite)) {
         await runtime.handle(scriptedSaga, { type: 'Start', key });
         await runtime.handle(scriptedSaga, { type: 'Start', key: otherKey });
         let handled: Promise<unknown> | undefined;
+        const recorder = recordStatements(orm);
+        cleanups.push(recorder.stop);
         await orm.em
           .fork()
           .transactional(async (tx) => {
@@ -461,7 +445,8 @@ for (const dialect of DIALECTS.filter(isSqlite)) {
             await tx.findOne(ScriptedSaga, { key: otherKey });
             handled = runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
             handled.catch(() => undefined);
-            await sleep(100);
+            // The unit's UPDATE is on the pool's other connection while this transaction is still open.
+            await recorder.whenSent('update');
             throw new Error('application rolls back');
           })
           .catch(() => undefined);
@@ -483,9 +468,12 @@ for (const dialect of DIALECTS.filter(isSqlite)) {
         // The holder's write lock, in a knex transaction (no MikroORM transaction context for handle() to inherit).
         const trx = await knex.transaction();
         await trx.raw("update scripted_saga set log = log || 'held;' where key = ?", [key]);
+        const recorder = recordStatements(orm);
+        cleanups.push(recorder.stop);
         const handled = runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
         handled.catch(() => undefined);
-        await sleep(300);
+        // The lone UPDATE has reached the driver, which waits for the holder's lock (busy timeout).
+        await recorder.whenSent('update');
         await trx.commit();
         const [outcome] = await Promise.allSettled([handled]);
         if (process.env.B19_DEBUG) console.log('busy outcome', outcome);

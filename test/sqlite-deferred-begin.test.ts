@@ -2,28 +2,15 @@
 // statement (src/orm/compat.ts, queryAfterDeferredBegin): a unit whose whole write is one statement sends it alone,
 // where it commits itself (SQLite runs it as a transaction of its own: all or nothing), without BEGIN and COMMIT; a
 // group's transaction opens with its first unit's SAVEPOINT. Observed at the driver: what knex hands SQLite.
-import type { EventSubscriber, MikroORM } from '@mikro-orm/core';
+import type { EventSubscriber } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaPersistenceError, SagaRuntime } from '../src/index.js';
 import { ORM_MAJOR, queryRows } from '../src/orm/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS, isSqlite } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
+import { kinds, recordStatements } from './support/sqlite-statements.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
-
-/** Records the SQL of every statement knex hands the SQLite driver of `orm`, lowercased, until the returned stop(). */
-function recordStatements(orm: MikroORM): { sent: string[]; stop: () => void } {
-  const client = (orm.em.getConnection() as unknown as { getKnex(): { client: Record<string, unknown> } }).getKnex().client;
-  const original = client._query as (connection: unknown, query: { sql: string }) => Promise<unknown>;
-  const sent: string[] = [];
-  client._query = function (this: unknown, connection: unknown, query: { sql: string }) {
-    sent.push(query.sql.trim().toLowerCase());
-    return original.call(this, connection, query);
-  };
-  return { sent, stop: () => void delete client._query };
-}
-
-const kinds = (sent: readonly string[]) => sent.map((sql) => sql.split(/\s/)[0]);
 
 for (const dialect of DIALECTS.filter(isSqlite)) {
   describe.runIf(ORM_MAJOR === 6)(`a unit's BEGIN waits for its first statement on SQLite (${dialect}, MikroORM 6)`, () => {

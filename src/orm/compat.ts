@@ -604,21 +604,14 @@ async function queryAfterDeferredBegin(
   const opens = /^\s*savepoint\s/i.test(sql);
   held.beginPending = false;
   try {
-    if (!opens) {
-      held.log?.('begin');
-      await client.query.call(transactionClient, target, 'begin');
-    }
+    if (opens) return await send();
+    held.log('begin');
+    await client.query.call(transactionClient, target, 'begin');
   } catch (error) {
     held.beginPending = true;
     throw error;
   }
-  if (!opens) return send();
-  try {
-    return await send();
-  } catch (error) {
-    held.beginPending = true;
-    throw error;
-  }
+  return send();
 }
 
 /** Each pooled connection's client (see {@link heldTransaction}), built the first time it carries a transaction. */

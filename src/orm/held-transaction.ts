@@ -16,7 +16,7 @@ export interface HeldTransaction {
   /** Statements to send before the next one, with it (`sendWithNextStatement`). */
   pending: string[];
   /** Writes a statement that waited (BEGIN, a SAVEPOINT, a lock bound) to MikroORM's query log when it is sent. */
-  readonly log?: (sql: string) => void;
+  readonly log: (sql: string) => void;
   /** The command tag the database answered COMMIT with (PostgreSQL: `ROLLBACK` when the transaction had aborted). */
   committedAs?: string;
   /** COMMIT goes with the next statement, which is the transaction's only one (`commitWithNextStatement`). */
@@ -46,6 +46,6 @@ export function takeUnsent(held: HeldTransaction): string[] {
   const unsent = held.beginPending ? ['begin', ...held.pending] : held.pending;
   held.beginPending = false;
   held.pending = [];
-  for (const sql of unsent) held.log?.(sql);
+  for (const sql of unsent) held.log(sql);
   return unsent;
 }
