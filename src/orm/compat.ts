@@ -1117,6 +1117,41 @@ function hasOnUpdate(meta: EntityMetadata, seen = new Set<EntityMetadata>()): bo
   );
 }
 
+/**
+ * Computes the change sets of `em`'s unit of work to see what a step changed, then puts back the values the `onUpdate`
+ * callbacks of `entity` (and of the embeddables it embeds) assigned meanwhile: MikroORM's flush, which writes the row,
+ * computes the change set again and runs them then, once per unit of work, as a plain MikroORM flush does.
+ * @returns the change sets computed (they hold the callbacks' values).
+ */
+export function computeChangeSetsOnce(
+  em: EntityManager,
+  entity: object,
+): ReturnType<ReturnType<EntityManager['getUnitOfWork']>['getChangeSets']> {
+  const meta = entityMetadata(em, entity.constructor as { name: string });
+  const assigned: [holder: Record<string, unknown>, property: string, value: unknown][] = [];
+  if (meta && hasOnUpdate(meta)) collectOnUpdateValues(meta, entity as Record<string, unknown>, assigned);
+  const uow = em.getUnitOfWork();
+  uow.computeChangeSets();
+  const changeSets = uow.getChangeSets();
+  for (const [holder, property, value] of assigned) holder[property] = value;
+  return changeSets;
+}
+
+/** The current values of the `onUpdate` properties of `holder` (of `meta`), and of the embeddables it holds, MikroORM's walk. */
+function collectOnUpdateValues(
+  meta: EntityMetadata,
+  holder: Record<string, unknown>,
+  into: [Record<string, unknown>, string, unknown][],
+): void {
+  for (const property of Object.values(meta.properties as Record<string, EntityProperty>)) {
+    if (typeof property.onUpdate === 'function') into.push([holder, property.name, holder[property.name]]);
+    const embedded = holder[property.name];
+    if (property.kind === ReferenceKind.EMBEDDED && property.targetMeta && embedded && typeof embedded === 'object') {
+      collectOnUpdateValues(property.targetMeta, embedded as Record<string, unknown>, into);
+    }
+  }
+}
+
 /** A property stored as one column whose value MikroORM binds as it is. */
 function isPlainColumn(property: EntityProperty): boolean {
   const type = String((property as { type?: unknown }).type ?? '').toLowerCase();

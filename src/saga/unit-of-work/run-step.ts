@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import type { SagaState } from '../../entities/saga-state.js';
 import { SagaError, SagaValidationError } from '../../errors.js';
+import { computeChangeSetsOnce } from '../../orm/compat.js';
 import { TIMER_SCOPES } from '../../timers/timer-plan.js';
 import type { SagaMessage } from '../define-saga.js';
 import { type RegisteredSaga, readStep } from '../registered-saga.js';
@@ -53,9 +54,8 @@ export async function runStep(
   assertRuntimeColumnsUnchanged(definition.name, state, owned);
   if (ctx.completed && !state.completedAt) state.completedAt = input.now;
   if (!ctx.completed && state.completedAt) state.completedAt = null; // reopened
-  const uow = em.getUnitOfWork();
-  uow.computeChangeSets();
-  saga.checkStateValues(state, uow.getChangeSets(), definition.name, state.id);
+  const changeSets = computeChangeSetsOnce(em, state);
+  saga.checkStateValues(state, changeSets, definition.name, state.id);
   const completed = state.completedAt != null; // undefined under forceUndefined: not completed
   const step = readStep(state, definition.stepProperty);
   // Step-scoped timers store the step value in saga_timer.step (null without a stepProperty).
@@ -66,7 +66,7 @@ export async function runStep(
     definition.name,
     state.id,
   );
-  return { ctx, changed: uow.getChangeSets().length > 0, completed, step };
+  return { ctx, changed: changeSets.length > 0, completed, step };
 }
 
 /** The columns the runtime owns: a step may read them, never change them (a new `id` would orphan the timers). */
