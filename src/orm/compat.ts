@@ -1129,12 +1129,24 @@ export function computeChangeSetsOnce(
 ): ReturnType<ReturnType<EntityManager['getUnitOfWork']>['getChangeSets']> {
   const meta = entityMetadata(em, entity.constructor as { name: string });
   const assigned: [holder: Record<string, unknown>, property: string, value: unknown][] = [];
-  if (meta && hasOnUpdate(meta)) collectOnUpdateValues(meta, entity as Record<string, unknown>, assigned);
+  if (meta && updatesOnUpdate(meta)) collectOnUpdateValues(meta, entity as Record<string, unknown>, assigned);
   const uow = em.getUnitOfWork();
   uow.computeChangeSets();
   const changeSets = uow.getChangeSets();
   for (const [holder, property, value] of assigned) holder[property] = value;
   return changeSets;
+}
+
+/** {@link hasOnUpdate} of each entity, read once: its metadata does not change once MikroORM is initialised. */
+const onUpdateMappings = new WeakMap<EntityMetadata, boolean>();
+
+function updatesOnUpdate(meta: EntityMetadata): boolean {
+  let has = onUpdateMappings.get(meta);
+  if (has === undefined) {
+    has = hasOnUpdate(meta);
+    onUpdateMappings.set(meta, has);
+  }
+  return has;
 }
 
 /** The current values of the `onUpdate` properties of `holder` (of `meta`), and of the embeddables it holds, MikroORM's walk. */
