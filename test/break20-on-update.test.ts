@@ -1,7 +1,8 @@
 // break20: hostile review of dbdab2b ("onUpdate callbacks run once per unit of work"). The promise
 // (docs/guarantees.md): a property's `onUpdate` callback (on the state or an embeddable it embeds) runs once per
-// unit of work that changes the row, as in a plain MikroORM flush. computeChangeSetsOnce puts back the values the
-// step phase's change-set computation assigned, so the flush's computation runs them "once".
+// unit of work that changes the row, as in a plain MikroORM flush. dbdab2b's computeChangeSetsOnce put back the values
+// the step phase's change-set computation assigned; the three findings below showed that was not enough. It now takes
+// the callbacks off the metadata while the step phase computes the change set: only the flush calls them.
 import { defineEntity } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaDispatcher, SagaRuntime, SagaState, SagaStateSchema, SagaTimer, silentLogger } from '../src/index.js';
@@ -166,7 +167,7 @@ for (const dialect of DIALECTS) {
       expect((await db().orm.em.fork().findOneOrFail(LoggedSaga, { key })).history).toEqual(['edit 1']);
     });
 
-    // FINDING: computeChangeSetsOnce puts back the values onUpdate returned, but the callback itself still runs in
+    // Found by break20 (fixed: the step phase no longer calls the callbacks): computeChangeSetsOnce put back the values onUpdate returned, but the callback itself still ran in
     // the step phase: it is called twice per unit of work (once there, once in the flush), where a plain MikroORM
     // flush calls it once. Any callback with an effect besides its return value (a counter, a sequence, an audit
     // call, a query through its `em` argument) sees two updates per unit of work.
@@ -179,7 +180,7 @@ for (const dialect of DIALECTS) {
       expect(calls.get(key)).toBe(1);
     });
 
-    // FINDING: the put-back is by reference. An onUpdate that changes its value in place and returns it (an edit
+    // Found by break20 (fixed, as above): the put-back was by reference. An onUpdate that changes its value in place and returns it (an edit
     // log pushed to a JSON array) keeps the step phase's change, and the flush's run changes it again: every unit
     // of work appends two entries, where a plain MikroORM flush appends one.
     it('an onUpdate that appends to its JSON value in place appends once per unit of work', async () => {
@@ -271,7 +272,7 @@ for (const dialect of DIALECTS) {
       expect([saga.revision, saga.stamp.edits, saga.extra]).toEqual([4, 14, null]);
     });
 
-    // FINDING (minor): MikroORM lists an inline embeddable's properties on the owner's metadata too, flattened
+    // Found by break20 (fixed, as above: nothing is put back): MikroORM lists an inline embeddable's properties on the owner's metadata too, flattened
     // (`stamp_edits`, `extra_edits`), with the embeddable's `onUpdate` copied. collectOnUpdateValues records
     // `saga.stamp_edits` (undefined: no such property) and "puts it back", adding own properties the entity never
     // had, even for an embeddable that is null (`extra_edits`). Hooks and subscribers of the flush then see a state

@@ -88,7 +88,9 @@ describe('statements that find dispatch rows by id (postgresql)', () => {
         failure: () => recordFailure(context, table, { claim: claims[101]!, error: 'Error: boom', retryAt: leaseUntil }),
         'dead letter': () =>
           deadLetter(context, table, { claim: claims[102]!, error: 'Error: boom', reason: 'failed', now, countsAnAttempt: true }),
-        ...(table === DISPATCH_TABLES.outbox ? { 'published stamps': () => markPublished(context, claims.slice(150), now) } : {}),
+        ...(table === DISPATCH_TABLES.outbox
+          ? { 'published stamps': async () => (await markPublished(context, claims.slice(150), now)).written }
+          : {}),
       };
       for (const [what, write] of Object.entries(writes)) {
         for (const statement of await statementsOf(write)) written.push({ what: `${table} ${what}`, ...statement });

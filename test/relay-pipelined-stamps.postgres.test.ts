@@ -1,15 +1,15 @@
 // The loop's outbox relay does not wait for the statement stamping a batch published before it claims the next:
 // the claim of one pass and the stamp of the one before run at once, on two connections. At most one pass's
-// stamps are written behind the next: when that statement is slow (here: a row of it held by another
-// transaction), the loop waits rather than publish more rows it has not stamped. `runOnce()` still resolves
-// only once its rows are stamped. A held row is the gate: no test waits on time.
+// stamps are written behind the next: when that statement is slow (here: held up by a trigger waiting for an advisory
+// lock another transaction holds), the loop waits rather than publish more rows it has not stamped. `runOnce()` still resolves
+// only once its rows are stamped. A held lock is the gate: no test waits on time.
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
-import { rowLocker, lockWaiters as waitingForLocks } from './support/row-locks.js';
+import { stampGate, lockWaiters as waitingForLocks } from './support/row-locks.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
@@ -43,16 +43,20 @@ describe('outbox relay: stamps written behind the next claim (postgresql)', () =
     return ids.map((id) => rows.find((row) => row.id === id)!);
   }
 
-  /** A transaction of another connection that locks outbox rows until released. */
+  /**
+   * Holds up the published stamps while "locked": another connection's transaction holds the advisory lock a trigger
+   * on the stamp waits for (a stamp no longer waits for a row lock: test/dispatcher-locked-row). `lock` closes the
+   * gate (for every stamp, whatever row it names), `release` opens it.
+   */
   async function locker() {
     const orm: MikroORM = await db().openAnother();
-    const { lock, release } = await rowLocker(orm, 'saga_outbox');
+    const gate = await stampGate(orm);
     const releaseAndClose = async () => {
-      await release();
+      await gate.open();
       await orm.close();
     };
     cleanup.push(releaseAndClose);
-    return { lock: (id: string) => lock('id', id), release: releaseAndClose };
+    return { lock: (_id: string) => gate.close(), release: releaseAndClose };
   }
 
   const lockWaiters = () => waitingForLocks(db().orm);

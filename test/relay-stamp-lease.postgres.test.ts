@@ -1,6 +1,6 @@
 // Break4 (hostile review of 7f1a642): a published row is let go by the lease keeper when its publisher returns,
-// before its stamp is written. While that stamp waits (here: another row of the same statement is held by another
-// transaction), the row is neither held nor pending: nothing renews its lease and the claim guard does not exclude
+// before its stamp is written. While that stamp waits (here: held up by a trigger waiting for an advisory lock another
+// transaction holds), the row is neither held nor pending: nothing renews its lease and the claim guard does not exclude
 // it. Once its lease and delivery timeout have passed (a FakeClock advance), the same dispatcher claims it again
 // and publishes it a second time, without a crash and without a lost lease of its own making.
 import type { MikroORM } from '@mikro-orm/core';
@@ -9,7 +9,7 @@ import { SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
-import { rowLocker, lockWaiters as waitingForLocks } from './support/row-locks.js';
+import { stampGate, lockWaiters as waitingForLocks } from './support/row-locks.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
@@ -38,16 +38,20 @@ describe('outbox relay: a row whose stamp waits stays held (postgresql)', () => 
     return rows.sort((a, b) => c(a.sagaType, b.sagaType) || c(a.sagaId, b.sagaId) || c(a.id, b.id)).map((row) => row.id);
   }
 
-  /** A transaction of another connection that locks outbox rows until released. */
+  /**
+   * Holds up the published stamps while "locked": another connection's transaction holds the advisory lock a trigger
+   * on the stamp waits for (a stamp no longer waits for a row lock: test/dispatcher-locked-row). `lock` closes the
+   * gate (for every stamp, whatever row it names), `release` opens it.
+   */
   async function locker() {
     const orm: MikroORM = await db().openAnother();
-    const { lock, release } = await rowLocker(orm, 'saga_outbox');
+    const gate = await stampGate(orm);
     const releaseAndClose = async () => {
-      await release();
+      await gate.open();
       await orm.close();
     };
     cleanup.push(releaseAndClose);
-    return { lock: (id: string) => lock('id', id), release: releaseAndClose };
+    return { lock: (_id: string) => gate.close(), release: releaseAndClose };
   }
 
   const lockWaiters = () => waitingForLocks(db().orm);

@@ -1,8 +1,20 @@
 import type { Claim } from '../sql/dispatch-statements.js';
 
+/**
+ * What became of one row's write: written; lost (the row was taken over or left the pending set); busy (another
+ * transaction holds the row locked, and the statement did not wait for it: write it again later).
+ */
+export type WriteOutcome = 'written' | 'lost' | 'busy';
+
+/** What one statement wrote: the ids written, and those it found busy (see {@link WriteOutcome}). */
+export interface WriteAnswer {
+  readonly written: readonly string[];
+  readonly busy?: readonly string[];
+}
+
 interface Queued {
   readonly claim: Claim;
-  readonly resolve: (written: boolean) => void;
+  readonly resolve: (outcome: WriteOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
 
@@ -18,15 +30,15 @@ export class CoalescedWrite {
   private flushing = false;
 
   /** @param write writes the rows of `claims` (still held under their tokens); resolves with the ids written. */
-  constructor(private readonly write: (claims: readonly Claim[]) => Promise<readonly string[]>) {}
+  constructor(private readonly write: (claims: readonly Claim[]) => Promise<WriteAnswer>) {}
 
   /**
    * Writes the row of `claim` with the others queued now.
-   * @returns true when written, false when the claim was lost (the row was taken over or left the pending set).
+   * @returns what became of it ({@link WriteOutcome}).
    * @throws what the statement threw.
    */
-  submit(claim: Claim): Promise<boolean> {
-    return new Promise<boolean>((resolve, reject) => {
+  submit(claim: Claim): Promise<WriteOutcome> {
+    return new Promise<WriteOutcome>((resolve, reject) => {
       this.queued.push({ claim, resolve, reject });
       if (this.flushing) return;
       this.flushing = true;
@@ -39,8 +51,10 @@ export class CoalescedWrite {
       const batch = this.queued;
       this.queued = [];
       try {
-        const written = new Set(await this.write(batch.map((queued) => queued.claim)));
-        for (const queued of batch) queued.resolve(written.has(queued.claim.id));
+        const answer = await this.write(batch.map((queued) => queued.claim));
+        const written = new Set(answer.written);
+        const busy = new Set(answer.busy ?? []);
+        for (const { claim, resolve } of batch) resolve(written.has(claim.id) ? 'written' : busy.has(claim.id) ? 'busy' : 'lost');
       } catch (error) {
         for (const queued of batch) queued.reject(error);
       }

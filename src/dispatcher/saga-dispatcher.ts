@@ -118,6 +118,14 @@ function heldOutboxRow({ envelope, token, lastError }: ClaimedOutboxRow): HeldRo
   return { id: envelope.id, token, sagaType: envelope.sagaType, sagaId: envelope.sagaId, attempts: envelope.attempts, lastError };
 }
 
+/** A kept write whose row another transaction still holds locked: not a database fault; kept for a later pass. */
+class RowLockedElsewhere extends Error {
+  constructor() {
+    super('another transaction holds the row locked');
+    this.name = 'RowLockedElsewhere';
+  }
+}
+
 /** What the loop learns when a pass it waits for has delivered every row and only writes their published stamps. */
 const STAMPS_LEFT = Symbol('stamps left');
 
@@ -184,7 +192,7 @@ export class SagaDispatcher implements AsyncDisposable {
     this.leases = new LeaseKeeper(this.context, { clock, leaseMs, logger, onRenewed: (renewal) => this.emit('renewed', renewal) });
     this.deadlines = new DeliveryDeadlines(clock, this.options.deliveryTimeoutMs);
     const starts = (table: DispatchTable) =>
-      new CoalescedWrite((claims) => markDeliveriesStarted(this.context, table, claims, clock.now()));
+      new CoalescedWrite(async (claims) => ({ written: await markDeliveriesStarted(this.context, table, claims, clock.now()) }));
     this.starts = { saga_timer: starts(DISPATCH_TABLES.timer), saga_outbox: starts(DISPATCH_TABLES.outbox) };
     this.published = new CoalescedWrite((claims) => markPublished(this.context, claims, clock.now()));
   }
@@ -629,18 +637,32 @@ export class SagaDispatcher implements AsyncDisposable {
     return { stamped };
   }
 
-  /** Stamps a published row published (token-checked); when the database cannot take it, keeps it for the next pass. */
+  /**
+   * Stamps a published row published (token-checked); when the database cannot take it, or another transaction
+   * holds the row locked (PostgreSQL: the stamp does not wait for it), keeps it for the next pass.
+   */
   private stampPublished(row: HeldRow, id: string): Promise<void> {
     // Without async wrappers: one stamp per published row, and every promise counts at the relay's rate.
-    const write = () => this.published.submit(row);
+    const write = () =>
+      this.published.submit(row).then((outcome) => {
+        if (outcome === 'busy') throw new RowLockedElsewhere();
+        return outcome;
+      });
     return write().then(
-      (stamped) => {
+      (outcome) => {
         // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
-        if (!stamped) this.options.logger.warn(`outbox message ${id} was published after its lease ended; it may be published again`);
+        if (outcome === 'lost')
+          this.options.logger.warn(`outbox message ${id} was published after its lease ended; it may be published again`);
       },
-      () => {
+      (error: unknown) => {
         this.keep(DISPATCH_TABLES.outbox, row, write);
-        this.options.logger.error(`outbox message ${id} was published but could not be stamped yet; it is stamped at the next pass`);
+        if (error instanceof RowLockedElsewhere) {
+          this.options.logger.warn(
+            `outbox message ${id} was published, but another transaction holds its row locked; it is stamped at a later pass`,
+          );
+        } else {
+          this.options.logger.error(`outbox message ${id} was published but could not be stamped yet; it is stamped at the next pass`);
+        }
       },
     );
   }
@@ -662,7 +684,7 @@ export class SagaDispatcher implements AsyncDisposable {
       return false;
     }
     try {
-      if (await this.starts[table].submit(row)) return true;
+      if ((await this.starts[table].submit(row)) === 'written') return true;
       counts.lost++;
     } catch (error) {
       await this.interrupted(table, row, error, what, counts);
@@ -708,7 +730,10 @@ export class SagaDispatcher implements AsyncDisposable {
     if (this.pendingOutcomes.length > MAX_PENDING_OUTCOMES) this.pendingOutcomes.shift();
   }
 
-  /** Writes the kept outcomes, oldest first; stops at the first the database still refuses (and rethrows). */
+  /**
+   * Writes the kept outcomes, oldest first; stops at the first the database still refuses (and rethrows). One whose
+   * row another transaction still holds locked is kept again, and the others are written.
+   */
   private async writePendingOutcomes(): Promise<void> {
     const pending = this.pendingOutcomes;
     this.pendingOutcomes = [];
@@ -716,6 +741,10 @@ export class SagaDispatcher implements AsyncDisposable {
       try {
         await outcome.write();
       } catch (error) {
+        if (error instanceof RowLockedElsewhere) {
+          this.pendingOutcomes.push(outcome);
+          continue;
+        }
         this.pendingOutcomes.push(...pending.slice(index));
         throw error;
       }

@@ -1118,50 +1118,56 @@ function hasOnUpdate(meta: EntityMetadata, seen = new Set<EntityMetadata>()): bo
 }
 
 /**
- * Computes the change sets of `em`'s unit of work to see what a step changed, then puts back the values the `onUpdate`
- * callbacks of `entity` (and of the embeddables it embeds) assigned meanwhile: MikroORM's flush, which writes the row,
- * computes the change set again and runs them then, once per unit of work, as a plain MikroORM flush does.
- * @returns the change sets computed (they hold the callbacks' values).
+ * Computes the change sets of `em`'s unit of work to see what a step changed, without calling the `onUpdate`
+ * callbacks of `entity` (and of the embeddables it embeds): MikroORM's flush, which writes the row, computes the
+ * change set again and calls them then, once per unit of work, as a plain MikroORM flush does. The callbacks are
+ * taken off the metadata for the computation only, which runs synchronously: no other code sees them missing.
+ * An `onUpdate` value is only computed when something else changed, so what changed is the same without them.
+ * @returns the change sets computed (without the callbacks' values).
  */
 export function computeChangeSetsOnce(
   em: EntityManager,
   entity: object,
 ): ReturnType<ReturnType<EntityManager['getUnitOfWork']>['getChangeSets']> {
   const meta = entityMetadata(em, entity.constructor as { name: string });
-  const assigned: [holder: Record<string, unknown>, property: string, value: unknown][] = [];
-  if (meta && updatesOnUpdate(meta)) collectOnUpdateValues(meta, entity as Record<string, unknown>, assigned);
+  const callbacks = meta ? onUpdateCallbacks(meta) : [];
+  for (const [property] of callbacks) property.onUpdate = undefined;
   const uow = em.getUnitOfWork();
-  uow.computeChangeSets();
-  const changeSets = uow.getChangeSets();
-  for (const [holder, property, value] of assigned) holder[property] = value;
-  return changeSets;
+  try {
+    uow.computeChangeSets();
+  } finally {
+    for (const [property, onUpdate] of callbacks) property.onUpdate = onUpdate;
+  }
+  return uow.getChangeSets();
 }
 
-/** {@link hasOnUpdate} of each entity, read once: its metadata does not change once MikroORM is initialised. */
-const onUpdateMappings = new WeakMap<EntityMetadata, boolean>();
+type OnUpdate = EntityProperty['onUpdate'];
 
-function updatesOnUpdate(meta: EntityMetadata): boolean {
-  let has = onUpdateMappings.get(meta);
-  if (has === undefined) {
-    has = hasOnUpdate(meta);
-    onUpdateMappings.set(meta, has);
-  }
-  return has;
-}
+/** The properties of each entity with an `onUpdate` callback, and their callbacks, read once (see {@link onUpdateCallbacks}). */
+const onUpdateProperties = new WeakMap<EntityMetadata, [EntityProperty, OnUpdate][]>();
 
-/** The current values of the `onUpdate` properties of `holder` (of `meta`), and of the embeddables it holds, MikroORM's walk. */
-function collectOnUpdateValues(
-  meta: EntityMetadata,
-  holder: Record<string, unknown>,
-  into: [Record<string, unknown>, string, unknown][],
-): void {
-  for (const property of Object.values(meta.properties as Record<string, EntityProperty>)) {
-    if (typeof property.onUpdate === 'function') into.push([holder, property.name, holder[property.name]]);
-    const embedded = holder[property.name];
-    if (property.kind === ReferenceKind.EMBEDDED && property.targetMeta && embedded && typeof embedded === 'object') {
-      collectOnUpdateValues(property.targetMeta, embedded as Record<string, unknown>, into);
-    }
+/**
+ * Every property with an `onUpdate` callback that MikroORM calls when it computes a change set of `meta`'s entity:
+ * its own (the properties of an inline embeddable listed flattened on it included) and those of the embeddables it
+ * embeds, with their callbacks. Metadata does not change once MikroORM is initialised.
+ */
+function onUpdateCallbacks(meta: EntityMetadata): [EntityProperty, OnUpdate][] {
+  let found = onUpdateProperties.get(meta);
+  if (found === undefined) {
+    const properties = new Set<EntityProperty>();
+    const walk = (m: EntityMetadata, seen: Set<EntityMetadata>) => {
+      if (seen.has(m)) return;
+      seen.add(m);
+      for (const property of [...Object.values(m.properties as Record<string, EntityProperty>), ...(m.hydrateProps ?? [])]) {
+        if (typeof property.onUpdate === 'function') properties.add(property);
+        if (property.kind === ReferenceKind.EMBEDDED && property.targetMeta) walk(property.targetMeta, seen);
+      }
+    };
+    walk(meta, new Set());
+    found = [...properties].map((property) => [property, property.onUpdate]);
+    onUpdateProperties.set(meta, found);
   }
+  return found;
 }
 
 /** A property stored as one column whose value MikroORM binds as it is. */

@@ -204,23 +204,9 @@ async function updateClaimedRows(
   extraCondition = '',
 ): Promise<string[]> {
   const { name, c } = shared(db, table);
-  const postgres = db.dialect.name === 'postgresql';
   const updated: string[] = [];
   for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
-    const chunk = claims.slice(i, i + CLAIMS_PER_STATEMENT);
-    const ids = chunk.map((claim) => claim.id);
-    const tokens = chunk.map((claim) => claim.token);
-    // Each id is matched with its own claim's token (pairs, not `id in (...) and token in (...)`, which would take
-    // a row under another claim's token); `id` alone first, for the primary key's index.
-    // PostgreSQL: array parameters (one each is quoted, sent and parsed instead of n: MikroORM 6 inlines every
-    // parameter into the statement's text); each row's token is compared with the one at its id's position, a
-    // scalar filter (a semi-join with unnest() was planned as a nested loop over both lists: 100 x 50 rows). The
-    // ids' array is read through a scalar subquery, whose length the planner cannot see: it then looks the ids up
-    // by primary key, where a literal array of 100 made a table without statistics look cheaper to read whole.
-    const pairs = postgres
-      ? `${c.token} = (?::uuid[])[array_position(?::uuid[], ${c.id})]`
-      : `(${c.id}, ${c.token}) in (values ${chunk.map(() => '(?, ?)').join(', ')})`;
-    const held = `${postgres ? `${c.id} = any((select ?::uuid[])::uuid[])` : `${c.id} in (${placeholders(chunk.length)})`} and ${pairs}`;
+    const held = heldCondition(db, table, claims.slice(i, i + CLAIMS_PER_STATEMENT));
     // The UPDATE checks the pending condition on the row it locked, in a form the claim index's predicate does not
     // match (DialectAdapter.pendingById): with `dispatched_at is null`, on statistics that said few rows were
     // pending, PostgreSQL read every pending row's entry of that index and, for each, the locking subquery's rows
@@ -231,15 +217,43 @@ async function updateClaimedRows(
     const rows = await queryRows<{ id: string }>(
       db.autocommit,
       `update ${name} set ${assignments}
-       where ${db.dialect.supportsSkipLocked ? `${c.id} = any(array(${lockedInSagaOrder(c, name, held)}))` : held} and ${pending}
+       where ${db.dialect.supportsSkipLocked ? `${c.id} = any(array(${lockedInSagaOrder(c, name, held.condition)}))` : held.condition} and ${pending}
        returning ${c.id} as "id"`,
-      postgres
-        ? [...params, arrayLiteral(ids), arrayLiteral(tokens), arrayLiteral(ids)]
-        : [...params, ...ids, ...chunk.flatMap((claim) => [claim.id, claim.token])],
+      [...params, ...held.params],
     );
     for (const row of rows) updated.push(String(row.id));
   }
   return updated;
+}
+
+/**
+ * The condition "the row is one of `chunk`'s, under that claim's token" (at most {@link CLAIMS_PER_STATEMENT}
+ * claims), and its parameters.
+ */
+function heldCondition(db: DatabaseContext, table: DispatchTable, chunk: readonly Claim[]): { condition: string; params: unknown[] } {
+  const { c } = shared(db, table);
+  const postgres = db.dialect.name === 'postgresql';
+  const ids = chunk.map((claim) => claim.id);
+  const tokens = chunk.map((claim) => claim.token);
+  {
+    // Each id is matched with its own claim's token (pairs, not `id in (...) and token in (...)`, which would take
+    // a row under another claim's token); `id` alone first, for the primary key's index.
+    // PostgreSQL: array parameters (one each is quoted, sent and parsed instead of n: MikroORM 6 inlines every
+    // parameter into the statement's text); each row's token is compared with the one at its id's position, a
+    // scalar filter (a semi-join with unnest() was planned as a nested loop over both lists: 100 x 50 rows). The
+    // ids' array is read through a scalar subquery, whose length the planner cannot see: it then looks the ids up
+    // by primary key, where a literal array of 100 made a table without statistics look cheaper to read whole.
+    const pairs = postgres
+      ? `${c.token} = (?::uuid[])[array_position(?::uuid[], ${c.id})]`
+      : `(${c.id}, ${c.token}) in (values ${chunk.map(() => '(?, ?)').join(', ')})`;
+    const condition = `${postgres ? `${c.id} = any((select ?::uuid[])::uuid[])` : `${c.id} in (${placeholders(chunk.length)})`} and ${pairs}`;
+    return {
+      condition,
+      params: postgres
+        ? [arrayLiteral(ids), arrayLiteral(tokens), arrayLiteral(ids)]
+        : [...ids, ...chunk.flatMap((claim) => [claim.id, claim.token])],
+    };
+  }
 }
 
 /**
@@ -368,17 +382,56 @@ export function deadLetter(db: DatabaseContext, table: DispatchTable, record: De
   );
 }
 
+/** What a published stamp wrote. */
+export interface StampAnswer {
+  /** The ids stamped. */
+  readonly written: readonly string[];
+  /**
+   * The ids still held under their claims that another transaction holds locked (an operator's open transaction):
+   * not stamped, and not waited for (PostgreSQL); stamp them again later.
+   */
+  readonly busy: readonly string[];
+}
+
 /**
  * Stamps published the outbox rows of `claims` (one statement for the rows published together), only
- * those whose claim token still matches.
- * @returns the ids stamped; a claim missing from it was taken over meanwhile (it will be published again).
+ * those whose claim token still matches. On PostgreSQL it does not wait for a row another transaction holds
+ * locked (`skip locked`): it reports it busy. A row's lock is held by its own claimer only while the claimer
+ * writes it, for milliseconds; a lock held longer is somebody else's (an operator's open transaction), and
+ * waiting for it would hold up every later pass of the dispatcher.
+ * @returns the ids stamped and those busy; a claim missing from both was taken over meanwhile (it will be
+ * published again).
  */
-export function markPublished(db: DatabaseContext, claims: readonly Claim[], now: Date): Promise<string[]> {
-  const { c } = shared(db, DISPATCH_TABLES.outbox);
-  return updateClaimedRows(db, DISPATCH_TABLES.outbox, claims, `${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null`, [
-    now,
-    OUTBOX_OUTCOMES.PUBLISHED,
-  ]);
+export async function markPublished(db: DatabaseContext, claims: readonly Claim[], now: Date): Promise<StampAnswer> {
+  const { name, c } = shared(db, DISPATCH_TABLES.outbox);
+  const assignments = `${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null`;
+  const params = [now, OUTBOX_OUTCOMES.PUBLISHED];
+  if (!db.dialect.supportsSkipLocked) {
+    return { written: await updateClaimedRows(db, DISPATCH_TABLES.outbox, claims, assignments, params), busy: [] };
+  }
+  const written: string[] = [];
+  const busy: string[] = [];
+  for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
+    const chunk = claims.slice(i, i + CLAIMS_PER_STATEMENT);
+    const { condition, params: heldParams } = heldCondition(db, DISPATCH_TABLES.outbox, chunk);
+    const pending = db.dialect.pendingById(c.dispatchedAt);
+    // "held": the claims' rows still pending under their tokens, read without locking; "locked": those of them no
+    // other transaction holds, locked in saga order (the token checked again on the row locked); the rest are busy.
+    const rows = await queryRows<{ id: string; written: number }>(
+      db.autocommit,
+      `with "held" as (select ${c.id} from ${name} where ${condition} and ${pending}),
+       "locked" as (select ${c.id} from ${name} where ${c.id} = any(array(select ${c.id} from "held")) and ${condition}
+         order by ${c.sagaType} collate "C", ${c.sagaId}, ${c.id} for update skip locked),
+       "stamped" as (update ${name} set ${assignments}
+         where ${c.id} = any(array(select ${c.id} from "locked")) and ${pending}
+         returning ${c.id})
+       select ${c.id} as "id", 1 as "written" from "stamped"
+       union all select ${c.id}, 0 from "held" where ${c.id} not in (select ${c.id} from "locked")`,
+      [...heldParams, ...heldParams, ...params],
+    );
+    for (const row of rows) (Number(row.written) === 1 ? written : busy).push(String(row.id));
+  }
+  return { written, busy };
 }
 
 // A never-attempted timer has available_at = due_at (insert and replace set both, attempts = 0), so the

@@ -38,3 +38,40 @@ export function recordingClock(fake: FakeClock): { clock: Clock; sleeps: number[
   };
   return { clock, sleeps };
 }
+
+/**
+ * Makes the published stamps of `saga_outbox` wait while the gate is closed (PostgreSQL): a trigger on the stamp
+ * (`outcome` set to 'published') takes an advisory lock that `close()` holds in a transaction of `orm` until `open()`.
+ * A stamp no longer waits for a row another transaction holds locked (it skips it: test/dispatcher-locked-row), so
+ * tests of a slow stamp statement hold it up this way. `orm` is a connection of the test's own, not the code's.
+ */
+export async function stampGate(orm: MikroORM) {
+  const connection = orm.em.getConnection();
+  const key = 424_242;
+  await connection.execute(
+    `create or replace function saga_test_stamp_gate() returns trigger as $$ begin perform pg_advisory_xact_lock(${key}); return new; end $$ language plpgsql`,
+  );
+  await connection.execute('drop trigger if exists saga_test_stamp_gate on "saga_outbox"');
+  await connection.execute(
+    `create trigger saga_test_stamp_gate before update on "saga_outbox" for each row
+     when (new."outcome" = 'published' and old."outcome" is null) execute function saga_test_stamp_gate()`,
+  );
+  let closed: Promise<Awaited<ReturnType<typeof connection.begin>>> | undefined;
+  let opened: Promise<unknown> | undefined;
+  return {
+    /** Closes the gate (once): stamps wait from now on. */
+    close: async () => {
+      closed ??= (async () => {
+        const trx = await connection.begin();
+        await connection.execute(`select pg_advisory_xact_lock(${key})`, [], 'all', trx);
+        return trx;
+      })();
+      await closed;
+    },
+    /** Opens it again (once): the waiting stamps go on. */
+    open: () => {
+      opened ??= (closed ? closed.then((trx) => connection.rollback(trx)) : Promise.resolve()).catch(() => undefined);
+      return opened;
+    },
+  };
+}

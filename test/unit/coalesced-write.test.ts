@@ -8,15 +8,16 @@ import { deferred } from '../support/suite.js';
 const claim = (id: string): Claim => ({ id, token: `token-${id}` });
 
 describe('CoalescedWrite', () => {
-  it('sends the rows queued in one tick as one write, and tells each row whether its claim held', async () => {
+  it('sends the rows queued in one tick as one write, and tells each row whether its claim held or its row was busy', async () => {
     const writes: string[][] = [];
     const write = new CoalescedWrite(async (claims) => {
       writes.push(claims.map((c) => c.id));
-      return claims.map((c) => c.id).filter((id) => id !== 'lost');
+      const ids = claims.map((c) => c.id);
+      return { written: ids.filter((id) => id !== 'lost' && id !== 'busy'), busy: ids.filter((id) => id === 'busy') };
     });
-    const results = await Promise.all(['a', 'lost', 'b'].map((id) => write.submit(claim(id))));
-    expect(writes).toEqual([['a', 'lost', 'b']]);
-    expect(results).toEqual([true, false, true]);
+    const results = await Promise.all(['a', 'lost', 'b', 'busy'].map((id) => write.submit(claim(id))));
+    expect(writes).toEqual([['a', 'lost', 'b', 'busy']]);
+    expect(results).toEqual(['written', 'lost', 'written', 'busy']);
   });
 
   it('gathers the rows arriving while a write runs into the next write', async () => {
@@ -25,7 +26,7 @@ describe('CoalescedWrite', () => {
     const write = new CoalescedWrite(async (claims) => {
       writes.push(claims.map((c) => c.id));
       if (writes.length === 1) await gate.promise;
-      return claims.map((c) => c.id);
+      return { written: claims.map((c) => c.id) };
     });
     const first = write.submit(claim('a'));
     await Promise.resolve();
@@ -33,7 +34,7 @@ describe('CoalescedWrite', () => {
     await new Promise<void>((resolve) => setImmediate(resolve));
     expect(writes).toEqual([['a']]);
     gate.resolve();
-    expect(await Promise.all([first, ...later])).toEqual([true, true, true]);
+    expect(await Promise.all([first, ...later])).toEqual(['written', 'written', 'written']);
     expect(writes).toEqual([['a'], ['b', 'c']]);
   });
 
@@ -41,11 +42,11 @@ describe('CoalescedWrite', () => {
     let refuse = true;
     const write = new CoalescedWrite(async (claims) => {
       if (refuse) throw new Error('database is locked');
-      return claims.map((c) => c.id);
+      return { written: claims.map((c) => c.id) };
     });
     const refused = await Promise.allSettled([write.submit(claim('a')), write.submit(claim('b'))]);
     expect(refused.map((r) => r.status)).toEqual(['rejected', 'rejected']);
     refuse = false;
-    expect(await write.submit(claim('a'))).toBe(true);
+    expect(await write.submit(claim('a'))).toBe('written');
   });
 });

@@ -1,0 +1,77 @@
+// An outbox row the dispatcher has published, locked by another transaction before its published stamp is written
+// (an operator's open transaction in psql or a GUI client, an UPDATE of the row left uncommitted). The stamp does
+// not wait for that lock: it was written with `for update`, and the pass, then every later pass of the loop (which
+// waits for the stamps of the pass before), waited as long as the operator's transaction stayed open. Now the row
+// is reported busy, kept, and stamped at the first pass after the lock is gone; other rows go on meanwhile.
+// PostgreSQL only: SQLite has no row locks (a writer takes the database's one write lock, bounded by the busy timeout).
+import type { Transaction } from '@mikro-orm/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type OutboxEnvelope, SagaDispatcher, SagaRuntime } from '../src/index.js';
+import { FakeClock } from '../src/testing/index.js';
+import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { rowsOf } from './support/rows.js';
+import { uniqueKey, useDatabase } from './support/suite.js';
+
+describe('a published row another transaction holds locked (postgresql)', () => {
+  const db = useDatabase('postgresql', [ScriptedSaga]);
+  const dispatchers: SagaDispatcher[] = [];
+  afterEach(async () => {
+    for (const dispatcher of dispatchers.splice(0)) await dispatcher.stop();
+  });
+
+  it('does not hold up the pass or later ones: stamped once the lock is gone, published once, not charged', async () => {
+    const clock = new FakeClock('2026-01-05T09:00:00.000Z');
+    const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
+    const start = async (message: string) => {
+      const result = await runtime.handle(scriptedSaga, {
+        type: 'Start',
+        key: uniqueKey('lk'),
+        actions: [{ op: 'send', message: { type: message } }],
+      });
+      return result.sagaId!;
+    };
+    const operator = (await db().openAnother()).em.getConnection();
+    let lock: Transaction | undefined;
+    const published: OutboxEnvelope[] = [];
+    const warnings: string[] = [];
+    const dispatcher = new SagaDispatcher({
+      runtime,
+      clock,
+      logger: {
+        debug: () => undefined,
+        info: () => undefined,
+        warn: (line) => void warnings.push(line),
+        error: (line) => void warnings.push(line),
+      },
+      publish: async (envelope) => {
+        published.push(envelope);
+        if (envelope.type !== 'Locked') return;
+        // The broker took it; now an operator's transaction locks its row and stays open.
+        lock = await operator.begin();
+        await operator.execute('select 1 from "saga_outbox" where "id" = ? for update', [envelope.id], 'all', lock);
+      },
+    });
+    dispatchers.push(dispatcher);
+    const rows = rowsOf(db().orm);
+    const locked = await start('Locked');
+
+    expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 1, published: 1, failed: 0 });
+    expect(await rows.outbox(locked)).toMatchObject([{ outcome: null, attempts: 0, dispatchedAt: null }]);
+    expect(warnings).toEqual([
+      expect.stringMatching(/was published, but another transaction holds its row locked; it is stamped at a later pass/),
+    ]);
+
+    // While the lock is held, other messages are published and stamped; the locked one is neither published again
+    // nor claimed again, even once its lease has run out.
+    const other = await start('Other');
+    clock.advance(120_000);
+    expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 1, published: 1 });
+    expect(await rows.outbox(other)).toMatchObject([{ outcome: 'published', attempts: 0 }]);
+    expect(await rows.outbox(locked)).toMatchObject([{ outcome: null, attempts: 0 }]);
+
+    await operator.rollback(lock!);
+    expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 0 });
+    expect(await rows.outbox(locked)).toMatchObject([{ outcome: 'published', attempts: 0, lastError: null, lockedUntil: null }]);
+    expect(published.map((envelope) => envelope.type)).toEqual(['Locked', 'Other']);
+  });
+});
