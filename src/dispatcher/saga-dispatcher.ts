@@ -141,6 +141,8 @@ interface PendingOutcome {
   readonly table: DispatchTable;
   readonly claim: Claim;
   readonly write: () => Promise<unknown>;
+  /** A published stamp: written together with the other kept stamps, in one statement. */
+  readonly stamp?: boolean;
 }
 
 /**
@@ -241,7 +243,10 @@ export class SagaDispatcher implements AsyncDisposable {
       const finished = await Promise.race([
         (loop ?? Promise.resolve())
           .then(() => this.writePendingOutcomes())
-          .catch((error: unknown) => this.reportUnwrittenOutcomes(error))
+          .then(
+            () => this.reportLockedStamps(),
+            (error: unknown) => this.reportUnwrittenOutcomes(error),
+          )
           .then(() => true),
         clock.sleep(stopTimeoutMs, giveUp.signal).then(() => false),
       ]);
@@ -255,6 +260,16 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     this.loop = undefined;
     this.controller = undefined;
+  }
+
+  /** Logs the published stamps stop() leaves behind because another transaction still holds their rows locked. */
+  private reportLockedStamps(): void {
+    const left = this.pendingOutcomes.map((outcome) => outcome.claim.id);
+    if (left.length === 0) return;
+    const named = `${left.slice(0, 10).join(', ')}${left.length > 10 ? ` and ${left.length - 10} more` : ''}`;
+    this.options.logger.error(
+      `dispatcher stop(): ${left.length} published outbox message(s) could not be stamped, another transaction holds their rows locked (${named}); once it ends and their lease has run out, they are claimed and published again, charged as a lost delivery`,
+    );
   }
 
   private reportUnwrittenOutcomes(error: unknown): void {
@@ -655,7 +670,7 @@ export class SagaDispatcher implements AsyncDisposable {
           this.options.logger.warn(`outbox message ${id} was published after its lease ended; it may be published again`);
       },
       (error: unknown) => {
-        this.keep(DISPATCH_TABLES.outbox, row, write);
+        this.keep(DISPATCH_TABLES.outbox, row, write, true);
         if (error instanceof RowLockedElsewhere) {
           this.options.logger.warn(
             `outbox message ${id} was published, but another transaction holds its row locked; it is stamped at a later pass`,
@@ -725,27 +740,37 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   /** Keeps a row's outcome the database could not take, for the next pass (and stop()). */
-  private keep(table: DispatchTable, claim: Claim, write: () => Promise<unknown>): void {
-    this.pendingOutcomes.push({ table, claim: { id: claim.id, token: claim.token }, write });
+  private keep(table: DispatchTable, claim: Claim, write: () => Promise<unknown>, stamp = false): void {
+    this.pendingOutcomes.push({ table, claim: { id: claim.id, token: claim.token }, write, stamp });
     if (this.pendingOutcomes.length > MAX_PENDING_OUTCOMES) this.pendingOutcomes.shift();
   }
 
   /**
-   * Writes the kept outcomes, oldest first; stops at the first the database still refuses (and rethrows). One whose
-   * row another transaction still holds locked is kept again, and the others are written.
+   * Writes the kept outcomes: the published stamps together (one statement), then the others oldest first; stops at
+   * the first the database still refuses (and rethrows). One whose row another transaction still holds locked is
+   * kept again, and the others are written.
    */
   private async writePendingOutcomes(): Promise<void> {
     const pending = this.pendingOutcomes;
     this.pendingOutcomes = [];
-    for (const [index, outcome] of pending.entries()) {
+    const stamps = pending.filter((outcome) => outcome.stamp);
+    const others = pending.filter((outcome) => !outcome.stamp);
+    let refused: { error: unknown } | undefined;
+    const stamped = await Promise.allSettled(stamps.map((outcome) => outcome.write()));
+    for (const [index, result] of stamped.entries()) {
+      if (result.status === 'fulfilled') continue;
+      this.pendingOutcomes.push(stamps[index]!);
+      if (!(result.reason instanceof RowLockedElsewhere)) refused ??= { error: result.reason };
+    }
+    if (refused) {
+      this.pendingOutcomes.push(...others);
+      throw refused.error;
+    }
+    for (const [index, outcome] of others.entries()) {
       try {
         await outcome.write();
       } catch (error) {
-        if (error instanceof RowLockedElsewhere) {
-          this.pendingOutcomes.push(outcome);
-          continue;
-        }
-        this.pendingOutcomes.push(...pending.slice(index));
+        this.pendingOutcomes.push(...others.slice(index));
         throw error;
       }
     }

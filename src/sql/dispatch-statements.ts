@@ -279,9 +279,9 @@ interface SagaOrderColumns {
  * row a group needs while it waits for another the group holds: a deadlock. PostgreSQL only (SQLite has no
  * row locks; a write takes the database's one write lock).
  */
-function lockedInSagaOrder(c: SagaOrderColumns, table: string, condition: string): string {
+function lockedInSagaOrder(c: SagaOrderColumns, table: string, condition: string, skipLocked = false): string {
   return `select ${c.id} from ${table} where ${condition}
-         order by ${c.sagaType} collate "C", ${c.sagaId}, ${c.id} for update`;
+         order by ${c.sagaType} collate "C", ${c.sagaId}, ${c.id} for update${skipLocked ? ' skip locked' : ''}`;
 }
 
 /**
@@ -396,7 +396,8 @@ export interface StampAnswer {
 /**
  * Stamps published the outbox rows of `claims` (one statement for the rows published together), only
  * those whose claim token still matches. On PostgreSQL it does not wait for a row another transaction holds
- * locked (`skip locked`): it reports it busy. A row's lock is held by its own claimer only while the claimer
+ * locked (`skip locked`): it reports it busy (a second statement, only when a row was not stamped, reads which of
+ * them are still pending under their tokens). A row's lock is held by its own claimer only while the claimer
  * writes it, for milliseconds; a lock held longer is somebody else's (an operator's open transaction), and
  * waiting for it would hold up every later pass of the dispatcher.
  * @returns the ids stamped and those busy; a claim missing from both was taken over meanwhile (it will be
@@ -413,23 +414,25 @@ export async function markPublished(db: DatabaseContext, claims: readonly Claim[
   const busy: string[] = [];
   for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
     const chunk = claims.slice(i, i + CLAIMS_PER_STATEMENT);
-    const { condition, params: heldParams } = heldCondition(db, DISPATCH_TABLES.outbox, chunk);
+    const held = heldCondition(db, DISPATCH_TABLES.outbox, chunk);
     const pending = db.dialect.pendingById(c.dispatchedAt);
-    // "held": the claims' rows still pending under their tokens, read without locking; "locked": those of them no
-    // other transaction holds, locked in saga order (the token checked again on the row locked); the rest are busy.
-    const rows = await queryRows<{ id: string; written: number }>(
+    const stamped = await queryRows<{ id: string }>(
       db.autocommit,
-      `with "held" as (select ${c.id} from ${name} where ${condition} and ${pending}),
-       "locked" as (select ${c.id} from ${name} where ${c.id} = any(array(select ${c.id} from "held")) and ${condition}
-         order by ${c.sagaType} collate "C", ${c.sagaId}, ${c.id} for update skip locked),
-       "stamped" as (update ${name} set ${assignments}
-         where ${c.id} = any(array(select ${c.id} from "locked")) and ${pending}
-         returning ${c.id})
-       select ${c.id} as "id", 1 as "written" from "stamped"
-       union all select ${c.id}, 0 from "held" where ${c.id} not in (select ${c.id} from "locked")`,
-      [...heldParams, ...heldParams, ...params],
+      `update ${name} set ${assignments}
+       where ${c.id} = any(array(${lockedInSagaOrder(c, name, held.condition, true)})) and ${pending}
+       returning ${c.id} as "id"`,
+      [...params, ...held.params],
     );
-    for (const row of rows) (Number(row.written) === 1 ? written : busy).push(String(row.id));
+    const ids = new Set(stamped.map((row) => String(row.id)));
+    written.push(...ids);
+    if (ids.size === chunk.length) continue;
+    // Rare: a claim not stamped was lost, or its row was locked. Those still pending under their tokens were locked.
+    const still = await queryRows<{ id: string }>(
+      db.autocommit,
+      `select ${c.id} as "id" from ${name} where ${held.condition} and ${pending}`,
+      held.params,
+    );
+    for (const row of still) if (!ids.has(String(row.id))) busy.push(String(row.id));
   }
   return { written, busy };
 }
