@@ -141,7 +141,7 @@ describe('saga order: the group commit vs the by-id statements, saga types outsi
       deliveries.map((d) => ({ id: d.id, token: d.token })),
       new Date(Date.now() + 900_000),
     ).then(
-      (ids) => ({ ids }),
+      (answer) => ({ ids: answer.written }),
       (error: unknown) => ({ error }),
     );
     // The renewal locks in "C" order, FULLWIDTH's timer first: it waits for the row the group holds. Written in the

@@ -6,11 +6,11 @@
 // PostgreSQL only: SQLite has no row locks (a writer takes the database's one write lock, bounded by the busy timeout).
 import type { Transaction } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type OutboxEnvelope, SagaDispatcher, SagaRuntime } from '../src/index.js';
+import { type LeaseRenewal, type OutboxEnvelope, SagaDispatcher, SagaRuntime } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { rowsOf } from './support/rows.js';
-import { uniqueKey, useDatabase } from './support/suite.js';
+import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
 describe('a published row another transaction holds locked (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
@@ -73,5 +73,105 @@ describe('a published row another transaction holds locked (postgresql)', () => 
     expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 0 });
     expect(await rows.outbox(locked)).toMatchObject([{ outcome: 'published', attempts: 0, lastError: null, lockedUntil: null }]);
     expect(published.map((envelope) => envelope.type)).toEqual(['Locked', 'Other']);
+  });
+
+  /** A runtime on a fake clock, a starter of sagas that each send one message, and an operator's session. */
+  const setup = async () => {
+    const clock = new FakeClock('2026-01-05T09:00:00.000Z');
+    const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
+    const start = async (message: string) => {
+      const result = await runtime.handle(scriptedSaga, {
+        type: 'Start',
+        key: uniqueKey('lk'),
+        actions: [{ op: 'send', message: { type: message } }],
+      });
+      clock.advance(1_000); // claimed oldest first
+      return result.sagaId!;
+    };
+    const operator = (await db().openAnother()).em.getConnection();
+    let lock: Transaction | undefined;
+    return {
+      clock,
+      runtime,
+      start,
+      lockRow: async (id: string) => {
+        lock = await operator.begin();
+        await operator.execute('select 1 from "saga_outbox" where "id" = ? for update', [id], 'all', lock);
+      },
+      unlock: () => operator.rollback(lock!),
+      rows: rowsOf(db().orm),
+    };
+  };
+
+  it('a row locked before its delivery starts is not delivered then: given back uncharged, delivered once the lock is gone', async () => {
+    const { clock, runtime, start, lockRow, unlock, rows } = await setup();
+    const first = await start('First');
+    const second = await start('Second');
+    const [secondRow] = await rows.outbox(second);
+    const published: string[] = [];
+    // One delivery at a time: the claim marks the first row started; the second row's start mark waits for the slot.
+    const dispatcher = new SagaDispatcher({
+      runtime,
+      clock,
+      concurrency: 1,
+      logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+      publish: async (envelope) => {
+        published.push(envelope.type);
+        if (envelope.type === 'First') await lockRow(secondRow!.id);
+      },
+    });
+    dispatchers.push(dispatcher);
+
+    expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 2, published: 1, released: 1, failed: 0 });
+    expect(await rows.outbox(first)).toMatchObject([{ outcome: 'published' }]);
+    expect(await rows.outbox(second)).toMatchObject([{ outcome: null, attempts: 0, deliveryStartedAt: null }]);
+
+    await unlock();
+    clock.advance(31_000); // past its lease
+    expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 1, published: 1 });
+    expect(await rows.outbox(second)).toMatchObject([{ outcome: 'published', attempts: 0, lastError: null }]);
+    expect(published).toEqual(['First', 'Second']);
+  });
+
+  it('a lease renewal does not wait for a locked row: the row stays held, the others are renewed', async () => {
+    const { clock, runtime, start, lockRow, unlock, rows } = await setup();
+    const slow = await start('Slow');
+    const other = await start('Other');
+    const [slowRow] = await rows.outbox(slow);
+    const publishing = deferred();
+    const release = deferred();
+    const published: string[] = [];
+    const dispatcher = new SagaDispatcher({
+      runtime,
+      clock,
+      logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+      publish: async (envelope) => {
+        published.push(envelope.type);
+        publishing.resolve();
+        await release.promise; // both deliveries run until released
+      },
+    });
+    dispatchers.push(dispatcher);
+    const renewals: LeaseRenewal[] = [];
+    dispatcher.on('renewed', (renewal) => void renewals.push(renewal));
+
+    const pass = dispatcher.runOnce();
+    await publishing.promise;
+    await lockRow(slowRow!.id);
+    const renewed = new Promise<void>((resolve) => dispatcher.on('renewed', () => resolve()));
+    clock.advance(10_000); // leaseMs / 3: the lease keeper renews
+    await renewed;
+    expect(renewals).toHaveLength(1);
+    expect(renewals[0]).toMatchObject({ table: 'saga_outbox', lost: [], busy: [slowRow!.id] });
+    expect(renewals[0]!.renewed).toHaveLength(1);
+
+    release.resolve();
+    expect((await pass).outbox).toMatchObject({ claimed: 2, published: 2, failed: 0 });
+    expect(await rows.outbox(other)).toMatchObject([{ outcome: 'published' }]);
+    expect(await rows.outbox(slow)).toMatchObject([{ outcome: null, attempts: 0 }]); // its stamp kept: still locked
+    await unlock();
+    await dispatcher.runOnce();
+    expect(await rows.outbox(slow)).toMatchObject([{ outcome: 'published', attempts: 0, lastError: null }]);
+    expect(published.sort()).toEqual(['Other', 'Slow']);
   });
 });

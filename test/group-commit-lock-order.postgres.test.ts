@@ -161,7 +161,7 @@ describe('group commit vs the dispatcher lease renewal (postgresql)', () => {
           ? renewLeases(context, 'saga_timer', claims, new Date(Date.now() + 900_000))
           : markDeliveriesStarted(context, 'saga_timer', claims, new Date());
       const renewal = statement.then(
-        (ids) => ({ ids }),
+        (answer) => ({ ids: answer.written }),
         (error: unknown) => ({ error }),
       );
       await waitForLockWait(db().orm); // the renewal locked the second timer and waits for the first

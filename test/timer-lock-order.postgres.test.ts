@@ -111,7 +111,7 @@ describe('a unit writing two timers of its saga vs the lease renewal of both (po
       ],
       new Date(Date.now() + 900_000),
     ).then(
-      (ids) => ({ ids }),
+      (answer) => ({ ids: answer.written }),
       (error: unknown) => ({ error }),
     );
     await untilLockWaits(db().orm, 2); // the renewal waits for a row the unit holds

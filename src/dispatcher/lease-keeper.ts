@@ -11,6 +11,11 @@ export interface LeaseRenewal {
   readonly renewed: readonly string[];
   /** Rows another dispatcher took over, or that left the pending set: not to be delivered by this one. */
   readonly lost: readonly string[];
+  /**
+   * Rows another transaction holds locked (PostgreSQL; an operator's open transaction): their lease was not extended
+   * this time, and they are still held.
+   */
+  readonly busy?: readonly string[];
   readonly leaseUntil: Date;
 }
 
@@ -95,8 +100,11 @@ export class LeaseKeeper {
     if (claims.length === 0) return undefined;
     const leaseUntil = new Date(this.options.clock.now().getTime() + this.options.leaseMs);
     let kept: Set<string>;
+    let busy: Set<string>;
     try {
-      kept = new Set(await renewLeases(this.db, table, claims, leaseUntil));
+      const answer = await renewLeases(this.db, table, claims, leaseUntil);
+      kept = new Set(answer.written);
+      busy = new Set(answer.busy);
     } catch (error) {
       // The database is unreachable: the leases may run out; whoever takes a row over then re-claims it,
       // and the tokens keep this dispatcher's late commits from applying twice.
@@ -106,13 +114,18 @@ export class LeaseKeeper {
     const lost: string[] = [];
     for (const claim of claims) {
       // A row whose delivery ended while the renewal ran is simply no longer held.
-      if (kept.has(claim.id) || !this.held[table].has(claim.token)) continue;
+      if (kept.has(claim.id) || busy.has(claim.id) || !this.held[table].has(claim.token)) continue;
       this.held[table].delete(claim.token);
       this.lost[table].add(claim.token);
       lost.push(claim.id);
     }
     if (lost.length > 0)
       this.options.logger.warn(`${lost.length} ${table} claim(s) were taken over by another dispatcher; they are not delivered here`);
-    return { table, renewed: [...kept], lost, leaseUntil };
+    if (busy.size > 0) {
+      this.options.logger.warn(
+        `the leases of ${busy.size} ${table} row(s) could not be renewed: another transaction holds them locked; they stay held, renewed when it ends`,
+      );
+    }
+    return { table, renewed: [...kept], lost, leaseUntil, ...(busy.size > 0 ? { busy: [...busy] } : {}) };
   }
 }

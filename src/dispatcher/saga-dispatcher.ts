@@ -45,7 +45,10 @@ interface DeliveryCounts {
   readonly failed: number;
   /** Failed for the last allowed time, or could not be decoded, and retired. */
   readonly deadLettered: number;
-  /** Claimed but given back unattempted because the dispatcher was stopping. */
+  /**
+   * Claimed but not attempted: given back because the dispatcher was stopping, or (an outbox row, PostgreSQL) let go
+   * because another transaction held its row locked when its delivery was to start (claimed again after its lease).
+   */
   readonly released: number;
   /** The database failed under the delivery (connection lost, file locked): not charged, given back. */
   readonly interrupted: number;
@@ -194,7 +197,7 @@ export class SagaDispatcher implements AsyncDisposable {
     this.leases = new LeaseKeeper(this.context, { clock, leaseMs, logger, onRenewed: (renewal) => this.emit('renewed', renewal) });
     this.deadlines = new DeliveryDeadlines(clock, this.options.deliveryTimeoutMs);
     const starts = (table: DispatchTable) =>
-      new CoalescedWrite(async (claims) => ({ written: await markDeliveriesStarted(this.context, table, claims, clock.now()) }));
+      new CoalescedWrite((claims) => markDeliveriesStarted(this.context, table, claims, clock.now()));
     this.starts = { saga_timer: starts(DISPATCH_TABLES.timer), saga_outbox: starts(DISPATCH_TABLES.outbox) };
     this.published = new CoalescedWrite((claims) => markPublished(this.context, claims, clock.now()));
   }
@@ -699,8 +702,16 @@ export class SagaDispatcher implements AsyncDisposable {
       return false;
     }
     try {
-      if ((await this.starts[table].submit(row)) === 'written') return true;
-      counts.lost++;
+      const outcome = await this.starts[table].submit(row);
+      if (outcome === 'written') return true;
+      if (outcome === 'busy') {
+        // Nothing can write the row while another transaction holds it locked: not delivered now. Let go, it is
+        // claimed again once its lease has run out, not charged (its delivery never started).
+        counts.released++;
+        this.options.logger.warn(
+          `${what}: another transaction holds its row locked; not delivered now, claimed again once its lease has run out`,
+        );
+      } else counts.lost++;
     } catch (error) {
       await this.interrupted(table, row, error, what, counts);
     }

@@ -286,22 +286,52 @@ function lockedInSagaOrder(c: SagaOrderColumns, table: string, condition: string
 
 /**
  * Records that the deliveries under `claims` start now, in one statement before their steps or publishers
- * run (the dispatcher gathers the deliveries starting together): from here on a lost lease is their fault.
- * @returns the ids marked; a claim missing from it was lost (another dispatcher took the row, or it left
- * the pending set).
+ * run (the dispatcher gathers the deliveries starting together): from here on a lost lease is their fault. Outbox
+ * rows: does not wait for a row another transaction holds locked ({@link updateClaimedRowsOf}).
+ * @returns the ids marked, and those busy (not started); a claim missing from both was lost (another dispatcher
+ * took the row, or it left the pending set).
  */
-export function markDeliveriesStarted(db: DatabaseContext, table: DispatchTable, claims: readonly Claim[], now: Date): Promise<string[]> {
+export function markDeliveriesStarted(
+  db: DatabaseContext,
+  table: DispatchTable,
+  claims: readonly Claim[],
+  now: Date,
+): Promise<ClaimedRowsAnswer> {
   const { c } = shared(db, table);
-  return updateClaimedRows(db, table, claims, `${c.deliveryStartedAt} = ?`, [now]);
+  return updateClaimedRowsOf(db, table, claims, `${c.deliveryStartedAt} = ?`, [now]);
 }
 
 /**
- * Extends the leases of `claims` to `leaseUntil`, for rows still held under those tokens.
- * @returns the ids whose lease was extended; a claim missing from it is lost.
+ * Extends the leases of `claims` to `leaseUntil`, for rows still held under those tokens. Outbox rows: does not wait
+ * for a row another transaction holds locked ({@link updateClaimedRowsOf}).
+ * @returns the ids whose lease was extended, and those busy (not extended this time); a claim missing from both is lost.
  */
-export function renewLeases(db: DatabaseContext, table: DispatchTable, claims: readonly Claim[], leaseUntil: Date): Promise<string[]> {
+export function renewLeases(
+  db: DatabaseContext,
+  table: DispatchTable,
+  claims: readonly Claim[],
+  leaseUntil: Date,
+): Promise<ClaimedRowsAnswer> {
   const { c } = shared(db, table);
-  return updateClaimedRows(db, table, claims, `${c.lockedUntil} = ?`, [leaseUntil], ` and ${c.lockedUntil} is not null`);
+  return updateClaimedRowsOf(db, table, claims, `${c.lockedUntil} = ?`, [leaseUntil], ` and ${c.lockedUntil} is not null`);
+}
+
+/**
+ * Outbox rows: {@link updateClaimedRowsNotWaiting}. The library's units never lock an outbox row once they inserted
+ * it, so a lock on one is somebody else's. Timer rows: {@link updateClaimedRows}, waiting: a group commit holds the
+ * timer rows its units stamp or delete until its COMMIT, for milliseconds (in saga order, as these statements take
+ * them); skipped, a timer claimed while a unit of its saga commits would wait out its lease.
+ */
+async function updateClaimedRowsOf(
+  db: DatabaseContext,
+  table: DispatchTable,
+  claims: readonly Claim[],
+  assignments: string,
+  params: readonly unknown[],
+  extraCondition = '',
+): Promise<ClaimedRowsAnswer> {
+  if (table === DISPATCH_TABLES.outbox) return updateClaimedRowsNotWaiting(db, table, claims, assignments, params, extraCondition);
+  return { written: await updateClaimedRows(db, table, claims, assignments, params, extraCondition), busy: [] };
 }
 
 /**
@@ -382,51 +412,54 @@ export function deadLetter(db: DatabaseContext, table: DispatchTable, record: De
   );
 }
 
-/** What a published stamp wrote. */
-export interface StampAnswer {
-  /** The ids stamped. */
+/** What a write of claimed rows that does not wait for row locks wrote. */
+export interface ClaimedRowsAnswer {
+  /** The ids written. */
   readonly written: readonly string[];
   /**
    * The ids still held under their claims that another transaction holds locked (an operator's open transaction):
-   * not stamped, and not waited for (PostgreSQL); stamp them again later.
+   * not written, and not waited for (PostgreSQL); write them again later.
    */
   readonly busy: readonly string[];
 }
 
 /**
- * Stamps published the outbox rows of `claims` (one statement for the rows published together), only
- * those whose claim token still matches. On PostgreSQL it does not wait for a row another transaction holds
- * locked (`skip locked`): it reports it busy (a second statement, only when a row was not stamped, reads which of
- * them are still pending under their tokens). A row's lock is held by its own claimer only while the claimer
- * writes it, for milliseconds; a lock held longer is somebody else's (an operator's open transaction), and
- * waiting for it would hold up every later pass of the dispatcher.
- * @returns the ids stamped and those busy; a claim missing from both was taken over meanwhile (it will be
- * published again).
+ * {@link updateClaimedRows} without waiting for a row another transaction holds locked (PostgreSQL: `skip locked`):
+ * such a row is reported busy (a second statement, only when a row was not written, reads which of them are still
+ * pending under their tokens). A claimed row's lock is held by its own claimer only while the claimer writes it, for
+ * milliseconds; a lock held longer is somebody else's (an operator's open transaction), and waiting for it would hold
+ * up the dispatcher. SQLite has no row locks: never busy.
+ * @returns the ids written and those busy; a claim missing from both was lost (taken over, or not pending).
  */
-export async function markPublished(db: DatabaseContext, claims: readonly Claim[], now: Date): Promise<StampAnswer> {
-  const { name, c } = shared(db, DISPATCH_TABLES.outbox);
-  const assignments = `${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null`;
-  const params = [now, OUTBOX_OUTCOMES.PUBLISHED];
+async function updateClaimedRowsNotWaiting(
+  db: DatabaseContext,
+  table: DispatchTable,
+  claims: readonly Claim[],
+  assignments: string,
+  params: readonly unknown[],
+  extraCondition = '',
+): Promise<ClaimedRowsAnswer> {
   if (!db.dialect.supportsSkipLocked) {
-    return { written: await updateClaimedRows(db, DISPATCH_TABLES.outbox, claims, assignments, params), busy: [] };
+    return { written: await updateClaimedRows(db, table, claims, assignments, params, extraCondition), busy: [] };
   }
+  const { name, c } = shared(db, table);
   const written: string[] = [];
   const busy: string[] = [];
   for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
     const chunk = claims.slice(i, i + CLAIMS_PER_STATEMENT);
-    const held = heldCondition(db, DISPATCH_TABLES.outbox, chunk);
-    const pending = db.dialect.pendingById(c.dispatchedAt);
-    const stamped = await queryRows<{ id: string }>(
+    const held = heldCondition(db, table, chunk);
+    const pending = `${db.dialect.pendingById(c.dispatchedAt)}${extraCondition}`;
+    const updated = await queryRows<{ id: string }>(
       db.autocommit,
       `update ${name} set ${assignments}
        where ${c.id} = any(array(${lockedInSagaOrder(c, name, held.condition, true)})) and ${pending}
        returning ${c.id} as "id"`,
       [...params, ...held.params],
     );
-    const ids = new Set(stamped.map((row) => String(row.id)));
+    const ids = new Set(updated.map((row) => String(row.id)));
     written.push(...ids);
     if (ids.size === chunk.length) continue;
-    // Rare: a claim not stamped was lost, or its row was locked. Those still pending under their tokens were locked.
+    // Rare: a claim not written was lost, or its row was locked. Those still pending under their tokens were locked.
     const still = await queryRows<{ id: string }>(
       db.autocommit,
       `select ${c.id} as "id" from ${name} where ${held.condition} and ${pending}`,
@@ -435,6 +468,24 @@ export async function markPublished(db: DatabaseContext, claims: readonly Claim[
     for (const row of still) if (!ids.has(String(row.id))) busy.push(String(row.id));
   }
   return { written, busy };
+}
+
+/**
+ * Stamps published the outbox rows of `claims` (one statement for the rows published together), only those whose
+ * claim token still matches, without waiting for a row another transaction holds locked
+ * ({@link updateClaimedRowsNotWaiting}).
+ * @returns the ids stamped and those busy; a claim missing from both was taken over meanwhile (it will be
+ * published again).
+ */
+export function markPublished(db: DatabaseContext, claims: readonly Claim[], now: Date): Promise<ClaimedRowsAnswer> {
+  const { c } = shared(db, DISPATCH_TABLES.outbox);
+  return updateClaimedRowsNotWaiting(
+    db,
+    DISPATCH_TABLES.outbox,
+    claims,
+    `${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null`,
+    [now, OUTBOX_OUTCOMES.PUBLISHED],
+  );
 }
 
 // A never-attempted timer has available_at = due_at (insert and replace set both, attempts = 0), so the
