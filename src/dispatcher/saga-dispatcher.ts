@@ -45,10 +45,7 @@ interface DeliveryCounts {
   readonly failed: number;
   /** Failed for the last allowed time, or could not be decoded, and retired. */
   readonly deadLettered: number;
-  /**
-   * Claimed but not attempted: given back because the dispatcher was stopping, or (an outbox row, PostgreSQL) let go
-   * because another transaction held its row locked when its delivery was to start (claimed again after its lease).
-   */
+  /** Claimed but given back unattempted because the dispatcher was stopping. */
   readonly released: number;
   /** The database failed under the delivery (connection lost, file locked): not charged, given back. */
   readonly interrupted: number;
@@ -702,16 +699,8 @@ export class SagaDispatcher implements AsyncDisposable {
       return false;
     }
     try {
-      const outcome = await this.starts[table].submit(row);
-      if (outcome === 'written') return true;
-      if (outcome === 'busy') {
-        // Nothing can write the row while another transaction holds it locked: not delivered now. Let go, it is
-        // claimed again once its lease has run out, not charged (its delivery never started).
-        counts.released++;
-        this.options.logger.warn(
-          `${what}: another transaction holds its row locked; not delivered now, claimed again once its lease has run out`,
-        );
-      } else counts.lost++;
+      if ((await this.starts[table].submit(row)) === 'written') return true;
+      counts.lost++;
     } catch (error) {
       await this.interrupted(table, row, error, what, counts);
     }

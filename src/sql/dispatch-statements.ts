@@ -286,19 +286,20 @@ function lockedInSagaOrder(c: SagaOrderColumns, table: string, condition: string
 
 /**
  * Records that the deliveries under `claims` start now, in one statement before their steps or publishers
- * run (the dispatcher gathers the deliveries starting together): from here on a lost lease is their fault. Outbox
- * rows: does not wait for a row another transaction holds locked ({@link updateClaimedRowsOf}).
- * @returns the ids marked, and those busy (not started); a claim missing from both was lost (another dispatcher
- * took the row, or it left the pending set).
+ * run (the dispatcher gathers the deliveries starting together): from here on a lost lease is their fault. Waits for
+ * a row another transaction holds locked: a row of a saga's lane let go here would let the saga's later messages of
+ * the pass go out before it (break22), where the messages of one saga go out in order within a pass.
+ * @returns the ids marked (never busy); a claim missing from it was lost (another dispatcher took the row, or it
+ * left the pending set).
  */
-export function markDeliveriesStarted(
+export async function markDeliveriesStarted(
   db: DatabaseContext,
   table: DispatchTable,
   claims: readonly Claim[],
   now: Date,
 ): Promise<ClaimedRowsAnswer> {
   const { c } = shared(db, table);
-  return updateClaimedRowsOf(db, table, claims, `${c.deliveryStartedAt} = ?`, [now]);
+  return { written: await updateClaimedRows(db, table, claims, `${c.deliveryStartedAt} = ?`, [now]), busy: [] };
 }
 
 /**
