@@ -192,8 +192,10 @@ const CLAIMS_PER_STATEMENT = 500;
 
 /**
  * Runs `update <table> set <assignments> where (id, token) is one of `claims` and the row is still pending`,
- * in statements of at most {@link CLAIMS_PER_STATEMENT} claims, each id matched with its own claim's token.
- * @returns the ids of the rows it updated; a claim missing from it was lost (taken over, or not pending).
+ * in statements of at most {@link CLAIMS_PER_STATEMENT} claims, each id matched with its own claim's token. With
+ * `skipLocked` (PostgreSQL), a row another transaction holds locked is left alone instead of waited for.
+ * @returns the ids of the rows it updated; a claim missing from it was lost (taken over, or not pending), or with
+ * `skipLocked` locked.
  */
 async function updateClaimedRows(
   db: DatabaseContext,
@@ -202,6 +204,7 @@ async function updateClaimedRows(
   assignments: string,
   params: readonly unknown[],
   extraCondition = '',
+  skipLocked = false,
 ): Promise<string[]> {
   const { name, c } = shared(db, table);
   const updated: string[] = [];
@@ -217,7 +220,7 @@ async function updateClaimedRows(
     const rows = await queryRows<{ id: string }>(
       db.autocommit,
       `update ${name} set ${assignments}
-       where ${db.dialect.supportsSkipLocked ? `${c.id} = any(array(${lockedInSagaOrder(c, name, held.condition)}))` : held.condition} and ${pending}
+       where ${db.dialect.supportsSkipLocked ? `${c.id} = any(array(${lockedInSagaOrder(c, name, held.condition, skipLocked)}))` : held.condition} and ${pending}
        returning ${c.id} as "id"`,
       [...params, ...held.params],
     );
@@ -235,25 +238,23 @@ function heldCondition(db: DatabaseContext, table: DispatchTable, chunk: readonl
   const postgres = db.dialect.name === 'postgresql';
   const ids = chunk.map((claim) => claim.id);
   const tokens = chunk.map((claim) => claim.token);
-  {
-    // Each id is matched with its own claim's token (pairs, not `id in (...) and token in (...)`, which would take
-    // a row under another claim's token); `id` alone first, for the primary key's index.
-    // PostgreSQL: array parameters (one each is quoted, sent and parsed instead of n: MikroORM 6 inlines every
-    // parameter into the statement's text); each row's token is compared with the one at its id's position, a
-    // scalar filter (a semi-join with unnest() was planned as a nested loop over both lists: 100 x 50 rows). The
-    // ids' array is read through a scalar subquery, whose length the planner cannot see: it then looks the ids up
-    // by primary key, where a literal array of 100 made a table without statistics look cheaper to read whole.
-    const pairs = postgres
-      ? `${c.token} = (?::uuid[])[array_position(?::uuid[], ${c.id})]`
-      : `(${c.id}, ${c.token}) in (values ${chunk.map(() => '(?, ?)').join(', ')})`;
-    const condition = `${postgres ? `${c.id} = any((select ?::uuid[])::uuid[])` : `${c.id} in (${placeholders(chunk.length)})`} and ${pairs}`;
-    return {
-      condition,
-      params: postgres
-        ? [arrayLiteral(ids), arrayLiteral(tokens), arrayLiteral(ids)]
-        : [...ids, ...chunk.flatMap((claim) => [claim.id, claim.token])],
-    };
-  }
+  // Each id is matched with its own claim's token (pairs, not `id in (...) and token in (...)`, which would take
+  // a row under another claim's token); `id` alone first, for the primary key's index.
+  // PostgreSQL: array parameters (one each is quoted, sent and parsed instead of n: MikroORM 6 inlines every
+  // parameter into the statement's text); each row's token is compared with the one at its id's position, a
+  // scalar filter (a semi-join with unnest() was planned as a nested loop over both lists: 100 x 50 rows). The
+  // ids' array is read through a scalar subquery, whose length the planner cannot see: it then looks the ids up
+  // by primary key, where a literal array of 100 made a table without statistics look cheaper to read whole.
+  const pairs = postgres
+    ? `${c.token} = (?::uuid[])[array_position(?::uuid[], ${c.id})]`
+    : `(${c.id}, ${c.token}) in (values ${chunk.map(() => '(?, ?)').join(', ')})`;
+  const condition = `${postgres ? `${c.id} = any((select ?::uuid[])::uuid[])` : `${c.id} in (${placeholders(chunk.length)})`} and ${pairs}`;
+  return {
+    condition,
+    params: postgres
+      ? [arrayLiteral(ids), arrayLiteral(tokens), arrayLiteral(ids)]
+      : [...ids, ...chunk.flatMap((claim) => [claim.id, claim.token])],
+  };
 }
 
 /**
@@ -440,33 +441,21 @@ async function updateClaimedRowsNotWaiting(
   params: readonly unknown[],
   extraCondition = '',
 ): Promise<ClaimedRowsAnswer> {
-  if (!db.dialect.supportsSkipLocked) {
-    return { written: await updateClaimedRows(db, table, claims, assignments, params, extraCondition), busy: [] };
-  }
+  const written = await updateClaimedRows(db, table, claims, assignments, params, extraCondition, true);
+  if (written.length === claims.length || !db.dialect.supportsSkipLocked) return { written, busy: [] };
+  // Rare: a claim not written was lost, or its row was locked. Those still pending under their tokens were locked.
   const { name, c } = shared(db, table);
-  const written: string[] = [];
+  const done = new Set(written);
+  const missing = claims.filter((claim) => !done.has(claim.id));
   const busy: string[] = [];
-  for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
-    const chunk = claims.slice(i, i + CLAIMS_PER_STATEMENT);
-    const held = heldCondition(db, table, chunk);
-    const pending = `${db.dialect.pendingById(c.dispatchedAt)}${extraCondition}`;
-    const updated = await queryRows<{ id: string }>(
-      db.autocommit,
-      `update ${name} set ${assignments}
-       where ${c.id} = any(array(${lockedInSagaOrder(c, name, held.condition, true)})) and ${pending}
-       returning ${c.id} as "id"`,
-      [...params, ...held.params],
-    );
-    const ids = new Set(updated.map((row) => String(row.id)));
-    written.push(...ids);
-    if (ids.size === chunk.length) continue;
-    // Rare: a claim not written was lost, or its row was locked. Those still pending under their tokens were locked.
+  for (let i = 0; i < missing.length; i += CLAIMS_PER_STATEMENT) {
+    const held = heldCondition(db, table, missing.slice(i, i + CLAIMS_PER_STATEMENT));
     const still = await queryRows<{ id: string }>(
       db.autocommit,
-      `select ${c.id} as "id" from ${name} where ${held.condition} and ${pending}`,
+      `select ${c.id} as "id" from ${name} where ${held.condition} and ${db.dialect.pendingById(c.dispatchedAt)}${extraCondition}`,
       held.params,
     );
-    for (const row of still) if (!ids.has(String(row.id))) busy.push(String(row.id));
+    busy.push(...still.map((row) => String(row.id)));
   }
   return { written, busy };
 }
