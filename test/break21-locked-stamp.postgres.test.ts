@@ -1,12 +1,13 @@
 // break21: attacks on the published stamp that skips a row another transaction holds locked (c9c1c61).
 // PostgreSQL only. No wall-clock sleeps: FakeClock, deferred promises, drainContinuations.
-import type { MikroORM, Transaction } from '@mikro-orm/core';
+import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type OutboxEnvelope, SagaDispatcher, SagaRuntime } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
 import { statementsSent } from './support/pg-statements.js';
+import { operatorSession as openOperatorSession } from './support/row-locks.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
@@ -19,32 +20,9 @@ describe('break21: a published row another transaction holds locked (postgresql)
     for (const step of cleanup.splice(0).reverse()) await step().catch(() => undefined);
   });
 
-  /** An operator's session on its own MikroORM instance: one open transaction at a time. */
+  /** An operator's session on its own MikroORM instance, rolled back after the test. */
   async function operatorSession() {
-    const orm = await db().openAnother();
-    const connection = orm.em.getConnection();
-    let trx: Transaction | undefined;
-    const begin = async () => {
-      trx ??= await connection.begin();
-      return trx;
-    };
-    const session = {
-      /** Locks the outbox rows of `ids` in the open transaction (opening one). */
-      lock: async (...ids: string[]) => {
-        const t = await begin();
-        for (const id of ids) await connection.execute('select 1 from "saga_outbox" where "id" = ? for update', [id], 'all', t);
-      },
-      /** Runs `sql` in the open transaction (opening one). */
-      run: async (sql: string, params: unknown[]) => connection.execute(sql, params, 'all', await begin()),
-      rollback: async () => {
-        if (trx) await connection.rollback(trx);
-        trx = undefined;
-      },
-      commit: async () => {
-        if (trx) await connection.commit(trx);
-        trx = undefined;
-      },
-    };
+    const session = openOperatorSession(await db().openAnother());
     cleanup.push(() => session.rollback());
     return session;
   }

@@ -3,13 +3,13 @@
 // made the start mark wait for the lock again (a row of a lane let go reordered its saga's messages within a pass);
 // the renewal that does not wait, and the claim that skips a locked row, are kept and documented (docs/timers.md, "A
 // row another transaction holds locked"); the tests below pin that.
-import type { MikroORM, Transaction } from '@mikro-orm/core';
+import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type LeaseRenewal, type OutboxEnvelope, SagaDispatcher, SagaRuntime } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
-import { lockWaiters } from './support/row-locks.js';
+import { lockWaiters, operatorSession as openOperatorSession } from './support/row-locks.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
@@ -20,30 +20,9 @@ describe('break22: an outbox row another transaction holds locked at its start m
     for (const step of cleanup.splice(0).reverse()) await step().catch(() => undefined);
   });
 
-  /** An operator's session on its own MikroORM instance: one open transaction at a time. */
+  /** An operator's session on its own MikroORM instance, rolled back after the test. */
   async function operatorSession() {
-    const orm = await db().openAnother();
-    const connection = orm.em.getConnection();
-    let trx: Transaction | undefined;
-    const begin = async () => {
-      trx ??= await connection.begin();
-      return trx;
-    };
-    const session = {
-      lock: async (...ids: string[]) => {
-        const t = await begin();
-        for (const id of ids) await connection.execute('select 1 from "saga_outbox" where "id" = ? for update', [id], 'all', t);
-      },
-      run: async (sql: string, params: unknown[]) => connection.execute(sql, params, 'all', await begin()),
-      rollback: async () => {
-        if (trx) await connection.rollback(trx);
-        trx = undefined;
-      },
-      commit: async () => {
-        if (trx) await connection.commit(trx);
-        trx = undefined;
-      },
-    };
+    const session = openOperatorSession(await db().openAnother());
     cleanup.push(() => session.rollback());
     return session;
   }

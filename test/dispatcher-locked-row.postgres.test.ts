@@ -4,13 +4,12 @@
 // waits for the stamps of the pass before), waited as long as the operator's transaction stayed open. Now the row
 // is reported busy, kept, and stamped at the first pass after the lock is gone; other rows go on meanwhile.
 // PostgreSQL only: SQLite has no row locks (a writer takes the database's one write lock, bounded by the busy timeout).
-import type { Transaction } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type LeaseRenewal, type OutboxEnvelope, SagaDispatcher, SagaRuntime } from '../src/index.js';
+import { type LeaseRenewal, type OutboxEnvelope, SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations } from './support/flush-hold.js';
-import { lockWaiters } from './support/row-locks.js';
+import { lockWaiters, operatorSession } from './support/row-locks.js';
 import { rowsOf } from './support/rows.js';
 import { deferred, uniqueKey, useDatabase } from './support/suite.js';
 
@@ -21,7 +20,8 @@ describe('a published row another transaction holds locked (postgresql)', () => 
     for (const dispatcher of dispatchers.splice(0)) await dispatcher.stop();
   });
 
-  it('does not hold up the pass or later ones: stamped once the lock is gone, published once, not charged', async () => {
+  /** A runtime on a fake clock, a starter of sagas that each send one message, and an operator's session. */
+  const setup = async () => {
     const clock = new FakeClock('2026-01-05T09:00:00.000Z');
     const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
     const start = async (message: string) => {
@@ -30,10 +30,15 @@ describe('a published row another transaction holds locked (postgresql)', () => 
         key: uniqueKey('lk'),
         actions: [{ op: 'send', message: { type: message } }],
       });
+      clock.advance(1_000); // claimed oldest first
       return result.sagaId!;
     };
-    const operator = (await db().openAnother()).em.getConnection();
-    let lock: Transaction | undefined;
+    const operator = operatorSession(await db().openAnother());
+    return { clock, runtime, start, lockRow: (id: string) => operator.lock(id), unlock: () => operator.rollback(), rows: rowsOf(db().orm) };
+  };
+
+  it('does not hold up the pass or later ones: stamped once the lock is gone, published once, not charged', async () => {
+    const { clock, runtime, start, lockRow, unlock, rows } = await setup();
     const published: OutboxEnvelope[] = [];
     const warnings: string[] = [];
     const dispatcher = new SagaDispatcher({
@@ -49,12 +54,10 @@ describe('a published row another transaction holds locked (postgresql)', () => 
         published.push(envelope);
         if (envelope.type !== 'Locked') return;
         // The broker took it; now an operator's transaction locks its row and stays open.
-        lock = await operator.begin();
-        await operator.execute('select 1 from "saga_outbox" where "id" = ? for update', [envelope.id], 'all', lock);
+        await lockRow(envelope.id);
       },
     });
     dispatchers.push(dispatcher);
-    const rows = rowsOf(db().orm);
     const locked = await start('Locked');
 
     expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 1, published: 1, failed: 0 });
@@ -71,39 +74,11 @@ describe('a published row another transaction holds locked (postgresql)', () => 
     expect(await rows.outbox(other)).toMatchObject([{ outcome: 'published', attempts: 0 }]);
     expect(await rows.outbox(locked)).toMatchObject([{ outcome: null, attempts: 0 }]);
 
-    await operator.rollback(lock!);
+    await unlock();
     expect((await dispatcher.runOnce()).outbox).toMatchObject({ claimed: 0 });
     expect(await rows.outbox(locked)).toMatchObject([{ outcome: 'published', attempts: 0, lastError: null, lockedUntil: null }]);
     expect(published.map((envelope) => envelope.type)).toEqual(['Locked', 'Other']);
   });
-
-  /** A runtime on a fake clock, a starter of sagas that each send one message, and an operator's session. */
-  const setup = async () => {
-    const clock = new FakeClock('2026-01-05T09:00:00.000Z');
-    const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
-    const start = async (message: string) => {
-      const result = await runtime.handle(scriptedSaga, {
-        type: 'Start',
-        key: uniqueKey('lk'),
-        actions: [{ op: 'send', message: { type: message } }],
-      });
-      clock.advance(1_000); // claimed oldest first
-      return result.sagaId!;
-    };
-    const operator = (await db().openAnother()).em.getConnection();
-    let lock: Transaction | undefined;
-    return {
-      clock,
-      runtime,
-      start,
-      lockRow: async (id: string) => {
-        lock = await operator.begin();
-        await operator.execute('select 1 from "saga_outbox" where "id" = ? for update', [id], 'all', lock);
-      },
-      unlock: () => operator.rollback(lock!),
-      rows: rowsOf(db().orm),
-    };
-  };
 
   it('a row locked before its delivery starts: its start mark waits for the lock (messages of a saga keep their order)', async () => {
     const { clock, runtime, start, lockRow, unlock, rows } = await setup();
@@ -116,7 +91,7 @@ describe('a published row another transaction holds locked (postgresql)', () => 
       runtime,
       clock,
       concurrency: 1,
-      logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+      logger: silentLogger,
       publish: async (envelope) => {
         published.push(envelope.type);
         if (envelope.type === 'First') await lockRow(secondRow!.id);
@@ -146,7 +121,7 @@ describe('a published row another transaction holds locked (postgresql)', () => 
     const dispatcher = new SagaDispatcher({
       runtime,
       clock,
-      logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+      logger: silentLogger,
       publish: async (envelope) => {
         published.push(envelope.type);
         publishing.resolve();

@@ -158,10 +158,10 @@ describe('group commit vs the dispatcher lease renewal (postgresql)', () => {
       const context = createDatabaseContext(renewer.em);
       const statement =
         variant === 'renewal'
-          ? renewLeases(context, 'saga_timer', claims, new Date(Date.now() + 900_000))
+          ? renewLeases(context, 'saga_timer', claims, new Date(Date.now() + 900_000)).then((answer) => answer.written)
           : markDeliveriesStarted(context, 'saga_timer', claims, new Date());
       const renewal = statement.then(
-        (answer) => ({ ids: answer.written }),
+        (ids) => ({ ids }),
         (error: unknown) => ({ error }),
       );
       await waitForLockWait(db().orm); // the renewal locked the second timer and waits for the first

@@ -194,7 +194,7 @@ export class SagaDispatcher implements AsyncDisposable {
     this.leases = new LeaseKeeper(this.context, { clock, leaseMs, logger, onRenewed: (renewal) => this.emit('renewed', renewal) });
     this.deadlines = new DeliveryDeadlines(clock, this.options.deliveryTimeoutMs);
     const starts = (table: DispatchTable) =>
-      new CoalescedWrite((claims) => markDeliveriesStarted(this.context, table, claims, clock.now()));
+      new CoalescedWrite(async (claims) => ({ written: await markDeliveriesStarted(this.context, table, claims, clock.now()) }));
     this.starts = { saga_timer: starts(DISPATCH_TABLES.timer), saga_outbox: starts(DISPATCH_TABLES.outbox) };
     this.published = new CoalescedWrite((claims) => markPublished(this.context, claims, clock.now()));
   }

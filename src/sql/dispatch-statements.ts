@@ -290,50 +290,32 @@ function lockedInSagaOrder(c: SagaOrderColumns, table: string, condition: string
  * run (the dispatcher gathers the deliveries starting together): from here on a lost lease is their fault. Waits for
  * a row another transaction holds locked: a row of a saga's lane let go here would let the saga's later messages of
  * the pass go out before it (break22), where the messages of one saga go out in order within a pass.
- * @returns the ids marked (never busy); a claim missing from it was lost (another dispatcher took the row, or it
- * left the pending set).
+ * @returns the ids marked; a claim missing from it was lost (another dispatcher took the row, or it left
+ * the pending set).
  */
-export async function markDeliveriesStarted(
-  db: DatabaseContext,
-  table: DispatchTable,
-  claims: readonly Claim[],
-  now: Date,
-): Promise<ClaimedRowsAnswer> {
+export function markDeliveriesStarted(db: DatabaseContext, table: DispatchTable, claims: readonly Claim[], now: Date): Promise<string[]> {
   const { c } = shared(db, table);
-  return { written: await updateClaimedRows(db, table, claims, `${c.deliveryStartedAt} = ?`, [now]), busy: [] };
+  return updateClaimedRows(db, table, claims, `${c.deliveryStartedAt} = ?`, [now]);
 }
 
 /**
  * Extends the leases of `claims` to `leaseUntil`, for rows still held under those tokens. Outbox rows: does not wait
- * for a row another transaction holds locked ({@link updateClaimedRowsOf}).
+ * for a row another transaction holds locked ({@link updateClaimedRowsNotWaiting}): the library's units never lock an
+ * outbox row once they inserted it, so a lock on one is somebody else's, and a renewal that waited for it would hold
+ * up the renewal of every other held row. Timer rows: waits, as a group commit holds the timer rows its units stamp or
+ * delete until its COMMIT, for milliseconds (in saga order, as this statement takes them).
  * @returns the ids whose lease was extended, and those busy (not extended this time); a claim missing from both is lost.
  */
-export function renewLeases(
+export async function renewLeases(
   db: DatabaseContext,
   table: DispatchTable,
   claims: readonly Claim[],
   leaseUntil: Date,
 ): Promise<ClaimedRowsAnswer> {
   const { c } = shared(db, table);
-  return updateClaimedRowsOf(db, table, claims, `${c.lockedUntil} = ?`, [leaseUntil], ` and ${c.lockedUntil} is not null`);
-}
-
-/**
- * Outbox rows: {@link updateClaimedRowsNotWaiting}. The library's units never lock an outbox row once they inserted
- * it, so a lock on one is somebody else's. Timer rows: {@link updateClaimedRows}, waiting: a group commit holds the
- * timer rows its units stamp or delete until its COMMIT, for milliseconds (in saga order, as these statements take
- * them); skipped, a timer claimed while a unit of its saga commits would wait out its lease.
- */
-async function updateClaimedRowsOf(
-  db: DatabaseContext,
-  table: DispatchTable,
-  claims: readonly Claim[],
-  assignments: string,
-  params: readonly unknown[],
-  extraCondition = '',
-): Promise<ClaimedRowsAnswer> {
-  if (table === DISPATCH_TABLES.outbox) return updateClaimedRowsNotWaiting(db, table, claims, assignments, params, extraCondition);
-  return { written: await updateClaimedRows(db, table, claims, assignments, params, extraCondition), busy: [] };
+  const renew = [claims, `${c.lockedUntil} = ?`, [leaseUntil], ` and ${c.lockedUntil} is not null`] as const;
+  if (table === DISPATCH_TABLES.outbox) return updateClaimedRowsNotWaiting(db, table, ...renew);
+  return { written: await updateClaimedRows(db, table, ...renew), busy: [] };
 }
 
 /**

@@ -75,3 +75,34 @@ export async function stampGate(orm: MikroORM) {
     },
   };
 }
+
+/**
+ * An operator's session on `orm` (an instance of the test's own: `db().openAnother()`), one open transaction at a time,
+ * as in psql: `lock` locks outbox rows, `run` runs a statement, both opening the transaction first; `rollback` and
+ * `commit` end it.
+ */
+export function operatorSession(orm: MikroORM) {
+  const connection = orm.em.getConnection();
+  let trx: Awaited<ReturnType<typeof connection.begin>> | undefined;
+  const begin = async () => {
+    trx ??= await connection.begin();
+    return trx;
+  };
+  return {
+    /** Locks the outbox rows of `ids` in the open transaction (opening one). */
+    lock: async (...ids: string[]) => {
+      const t = await begin();
+      for (const id of ids) await connection.execute('select 1 from "saga_outbox" where "id" = ? for update', [id], 'all', t);
+    },
+    /** Runs `sql` in the open transaction (opening one). */
+    run: async (sql: string, params: unknown[]) => connection.execute(sql, params, 'all', await begin()),
+    rollback: async () => {
+      if (trx) await connection.rollback(trx);
+      trx = undefined;
+    },
+    commit: async () => {
+      if (trx) await connection.commit(trx);
+      trx = undefined;
+    },
+  };
+}
