@@ -11,6 +11,7 @@ import {
   type SagaError,
   SagaRuntime,
   SagaValidationError,
+  type StepContext,
   silentLogger,
   WeekdayCalendar,
 } from '../src/index.js';
@@ -29,7 +30,7 @@ import {
   longKeySaga,
 } from './fixtures/column-type-sagas.js';
 import { NumberedSaga, numberedSaga, scriptedById } from './fixtures/numbered-saga.js';
-import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { type Action, ScriptedSaga, scriptedSaga, scriptedVariant } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
@@ -76,6 +77,25 @@ for (const dialect of DIALECTS) {
       const { key } = await start(runtime, 'refused');
       const before = await rows.counts();
       const error = await refusal(runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }, ...actions] }));
+      expect(error.code).toBe(code);
+      expect(await rows.counts()).toEqual(before);
+      expect(await rows.saga(key)).toMatchObject({ version: 0, counter: 0 });
+      return error;
+    };
+    /**
+     * Runs `step` in a step of a started saga; expects `code`, the saga unchanged and no row written. What the step
+     * uses is built by the test, not carried by the message: a step's message is a copy, without getters.
+     */
+    const expectRefusedStepOf = async (step: (ctx: StepContext) => void, code: string) => {
+      const { runtime, rows } = setup();
+      const { key } = await start(runtime, 'refused');
+      const poke = scriptedVariant('Poke', (saga, _message, ctx) => {
+        saga.counter += 1;
+        step(ctx);
+      });
+      const variant = new SagaRuntime({ em: db().orm.em, sagas: [poke] });
+      const before = await rows.counts();
+      const error = await refusal(variant.handle(poke, { type: 'Poke', key }));
       expect(error.code).toBe(code);
       expect(await rows.counts()).toEqual(before);
       expect(await rows.saga(key)).toMatchObject({ version: 0, counter: 0 });
@@ -492,7 +512,7 @@ for (const dialect of DIALECTS) {
             return reads === 1 ? 'fine' : 'a\u0000b';
           },
         };
-        const error = await expectRefusedStep([{ op: 'send', message }], 'PAYLOAD_NOT_SERIALIZABLE');
+        const error = await expectRefusedStepOf((ctx) => ctx.send(message), 'PAYLOAD_NOT_SERIALIZABLE');
         expect(error.message).toMatch(/once written as JSON, .*\.note contains U\+0000/);
         expect(reads).toBe(2);
       });
@@ -511,7 +531,7 @@ for (const dialect of DIALECTS) {
                 };
           },
         };
-        const error = await expectRefusedStep([{ op: 'send', message }], 'PAYLOAD_NOT_SERIALIZABLE');
+        const error = await expectRefusedStepOf((ctx) => ctx.send(message), 'PAYLOAD_NOT_SERIALIZABLE');
         expect(error.message).toMatch(/could not be written as JSON/);
         expect(error.cause).toBe(thrown);
       });
@@ -555,6 +575,36 @@ for (const dialect of DIALECTS) {
         );
         expect(error.message).toMatch(/headers/);
         expect(error.message.length).toBeLessThan(1_000);
+      });
+
+      it('headers: any plain object of strings is stored as given (null prototype, a __proto__ key, none); the runtime headers win', async () => {
+        const { runtime, rows } = setup();
+        const { key, sagaId } = await start(runtime, 'headers');
+        const bare = Object.assign(Object.create(null) as Record<string, string>, { tenant: 'é😀' });
+        const protoKey = JSON.parse('{"__proto__":"p","trace":"t"}') as Record<string, string>;
+        const actions: Action[] = [
+          { op: 'send', message: { type: 'A' }, headers: { trace: 't-1', 'x-empty': '' } },
+          { op: 'send', message: { type: 'B' }, headers: bare },
+          { op: 'send', message: { type: 'C' }, headers: protoKey },
+          { op: 'send', message: { type: 'D' }, headers: {} },
+          { op: 'send', message: { type: 'E' } },
+          { op: 'send', message: { type: 'F' }, options: {} },
+          { op: 'send', message: { type: 'G' }, headers: { 'saga-id': 'forged' } },
+        ];
+        await runtime.handle(scriptedSaga, { type: 'Do', key, actions });
+        const own = { 'correlation-id': expect.any(String), 'saga-type': 'scripted', 'saga-id': sagaId };
+        const headers = Object.fromEntries((await rows.outbox(sagaId)).map((row) => [row.messageType, row.headers]));
+        expect(headers).toEqual({
+          A: { trace: 't-1', 'x-empty': '', ...own },
+          B: { tenant: 'é😀', ...own },
+          // Spread copies the own '__proto__' key as a key.
+          C: { ...(JSON.parse('{"__proto__":"p"}') as object), trace: 't', ...own },
+          D: own,
+          E: own,
+          F: own,
+          G: own,
+        });
+        expect(Object.getPrototypeOf(headers.C)).toBe(Object.prototype);
       });
 
       it('payload and headers together stay within maxPayloadBytes', async () => {

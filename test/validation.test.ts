@@ -70,6 +70,48 @@ const badSchedules: [string, Action, SagaErrorCode, RegExp][] = [
     'PAYLOAD_NOT_SERIALIZABLE',
     /headers are strings/,
   ],
+  // Headers that are not a plain object of strings were stored as index keys ('abc', an array), dropped (a Map,
+  // a number) or threw a TypeError (null).
+  ...(
+    [
+      ["headers 'abc'", 'abc', /are a string/],
+      ['headers that are an array', ['a', 'b'], /are an array/],
+      ['headers that are a Map', new Map([['trace', 't']]), /are a 'Map' object, not a plain object/],
+      ['headers that are a number', 5, /are a number/],
+      ['headers that are null', null, /are null/],
+    ] as const
+  ).map(([what, headers, hint]): [string, Action, SagaErrorCode, RegExp] => [
+    what,
+    { op: 'send', message: { type: 'M' }, headers: headers as never },
+    'PAYLOAD_NOT_SERIALIZABLE',
+    new RegExp(`${hint.source}: headers are strings, in a plain object`),
+  ]),
+  ['send options that are null', { op: 'send', message: { type: 'M' }, options: null }, 'OPTION_INVALID', /leave the argument out/],
+  ['schedule options that are null', { op: 'schedule', name: 't', options: null }, 'OPTION_INVALID', /leave the argument out/],
+  ['schedule options that are a string', { op: 'schedule', name: 't', options: 'step' }, 'OPTION_INVALID', /are a string/],
+  ['a timer scope of null', { op: 'schedule', name: 't', options: { scope: null } }, 'OPTION_INVALID', /'step' or 'saga'/],
+  // ctx.cancel() took anything: an array cancelled several timers, a number or [] reached SQL, U+0000 failed as a
+  // persistence error, a 100,000-element array ran a one-second statement.
+  ...(
+    [
+      ['an array', ['a', 'b']],
+      ['an empty array', []],
+      ['a 100,000-element array', Array.from({ length: 100_000 }, (_, i) => `t${i}`)],
+      ['a number', 7],
+      ['a boolean', true],
+      ['undefined', undefined],
+      ['an empty name', ''],
+      ['a blank name', '   '],
+      ['a name over 200 characters', 'x'.repeat(201)],
+      ['a name with U+0000', 'a\u0000b'],
+      ['a name with a lone surrogate', 'a\uD800'],
+    ] as const
+  ).map(([what, name]): [string, Action, SagaErrorCode, RegExp] => [
+    `ctx.cancel() of ${what}`,
+    { op: 'cancel', name: name as never },
+    'TIMER_NAME_INVALID',
+    /use 1 to 200 characters/,
+  ]),
 ];
 
 for (const dialect of DIALECTS) {
@@ -100,6 +142,51 @@ for (const dialect of DIALECTS) {
         expect(await rows.saga(fresh)).toBeNull();
       });
     }
+
+    it('ctx.cancel() of an array of names cancels none of them: TIMER_NAME_INVALID, the timers stay pending', async () => {
+      const { runtime, rows } = setup();
+      const key = uniqueKey('cancel-array');
+      const { sagaId } = await runtime.handle(scriptedSaga, {
+        type: 'Start',
+        key,
+        actions: [
+          { op: 'schedule', name: 'a', after: 1_000 },
+          { op: 'schedule', name: 'b', after: 1_000 },
+        ],
+      });
+      const error = await runtime
+        .handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'cancel', name: ['a', 'b'] as never }] })
+        .catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'TIMER_NAME_INVALID', message: expect.stringContaining('is an array, not a string') });
+      expect((await rows.pendingTimers(sagaId!)).map((timer) => timer.name)).toEqual(['a', 'b']);
+    });
+
+    it('a definition that is not one, or a handle() without a registered definition, is DEFINITION_INVALID; options that are not an object, OPTION_INVALID', async () => {
+      const { runtime, rows } = setup();
+      const em = db().orm.em;
+      // These threw TypeErrors (reading 'name' of undefined).
+      for (const sagas of [[undefined], [scriptedSaga, null], [{ name: 'scripted' }], ['scripted']]) {
+        expect(() => new SagaRuntime({ em, sagas: sagas as never })).toThrow(
+          expect.objectContaining({
+            name: 'SagaDefinitionError',
+            code: 'DEFINITION_INVALID',
+            message: expect.stringMatching(/^sagas\[\d\] /),
+          }),
+        );
+      }
+      const before = await rows.counts();
+      const key = uniqueKey('no-definition');
+      for (const definition of [undefined, null, 'scripted', 42]) {
+        await expect(runtime.handle(definition as never, { type: 'Start', key })).rejects.toMatchObject({
+          name: 'SagaDefinitionError',
+          code: 'DEFINITION_INVALID',
+          message: expect.stringContaining('instead of a saga definition: pass the definition defineSaga() returned'),
+        });
+      }
+      await expect(runtime.handle(scriptedSaga, { type: 'Start', key }, null as never)).rejects.toMatchObject({ code: 'OPTION_INVALID' });
+      await expect(runtime.route({ type: 'Start', key }, null as never)).rejects.toMatchObject({ code: 'OPTION_INVALID' });
+      expect(await rows.counts()).toEqual(before);
+    });
 
     it('a message without a type: MESSAGE_TYPE_MISSING', async () => {
       const { runtime } = setup();

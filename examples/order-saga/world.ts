@@ -46,7 +46,11 @@ export class OrderWorld {
   readonly timerResults: HandledEvent['result'][] = [];
   private participants: Record<string, Participant> = { ...HAPPY_PARTICIPANTS };
   private readonly replies: OrderMessage[] = [];
-  private readonly decisions = new Map<OrderMessage, { from: string; decision: Decision | null }>();
+  /**
+   * The decision of each message's step, by the message's JSON text: the step reads a copy of the message, not
+   * the object onHandled gets back.
+   */
+  private readonly decisions = new Map<string, { from: string; decision: Decision | null }>();
 
   constructor(
     private readonly orm: MikroORM,
@@ -57,7 +61,7 @@ export class OrderWorld {
     const saga = createOrderSaga({
       afterLoad: hooks.afterLoad,
       // Retries overwrite: the trace shows the decision of the attempt that committed.
-      onDecision: (message, from, decision) => this.decisions.set(message, { from, decision }),
+      onDecision: (message, from, decision) => this.decisions.set(JSON.stringify(message), { from, decision }),
     });
     this.runtime = new SagaRuntime({
       em: orm.em,
@@ -115,8 +119,8 @@ export class OrderWorld {
 
   /** Prints the `[saga]` line for one handled message. */
   private trace(message: OrderMessage, result: HandledEvent['result']): void {
-    const seen = this.decisions.get(message);
-    this.decisions.delete(message);
+    const seen = this.decisions.get(JSON.stringify(message));
+    this.decisions.delete(JSON.stringify(message));
     if (result.outcome === 'started') {
       this.say(`[saga] ${message.type}: started -> ${result.step}`);
     } else if (result.outcome !== 'handled' || !seen?.decision) {

@@ -2,7 +2,7 @@ import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import type { SagaState } from '../entities/saga-state.js';
 import { SagaDefinitionError } from '../errors.js';
 import type { StepContext } from './step-context.js';
-import { nameProblem } from './stored-text.js';
+import { kindOf, labelOf, nameProblem } from './stored-text.js';
 
 /** Every message has a string `type`; a saga's messages form a discriminated union on it. */
 export interface SagaMessage {
@@ -117,11 +117,13 @@ export function defineSaga<TState extends SagaState, TIn extends SagaMessage, TO
   const nameIssue = nameProblem(input?.name, { maxLength: COLUMN_LIMITS.sagaType, notBlank: true });
   if (nameIssue) fail(`A saga needs a name of 1 to ${COLUMN_LIMITS.sagaType} characters; the name ${nameIssue}.`);
   if (typeof input.state !== 'function') fail(`Saga ${input.name}: 'state' must be the state entity class.`);
-  if (!input.correlation || (typeof input.correlation.from !== 'function' && typeof input.correlation.from !== 'object')) {
-    fail(`Saga ${input.name}: 'correlation.from' must be a function or an object of functions per message type.`);
+  const fromIssue = correlationSourceProblem(input.correlation);
+  if (fromIssue) fail(`Saga ${input.name}: ${fromIssue}.`);
+  if (input.steps === null || typeof input.steps !== 'object' || Array.isArray(input.steps)) {
+    fail(`Saga ${input.name}: 'steps' must be an object with one function per message type it handles.`);
   }
   const steps = new Map<string, SagaStep<TState, TIn, TIn, TOut>>();
-  for (const [type, step] of Object.entries(input.steps ?? {})) {
+  for (const [type, step] of Object.entries(input.steps)) {
     const typeIssue = nameProblem(type, { maxLength: COLUMN_LIMITS.messageType });
     if (typeIssue)
       fail(`Saga ${input.name}: a step's message type ${typeIssue}; message types are 1 to ${COLUMN_LIMITS.messageType} characters.`);
@@ -129,25 +131,30 @@ export function defineSaga<TState extends SagaState, TIn extends SagaMessage, TO
     steps.set(type, step as SagaStep<TState, TIn, TIn, TOut>);
   }
   if (steps.size === 0) fail(`Saga ${input.name} has no steps: add one per message type it handles.`);
-  const startedBy = new Set<string>(input.startedBy ?? []);
+  const startedByIssue = typeListProblem(input.startedBy, 'startedBy');
+  if (startedByIssue) fail(`Saga ${input.name}: ${startedByIssue}.`);
+  const startedBy = new Set<string>(input.startedBy);
   if (startedBy.size === 0) fail(`Saga ${input.name}: 'startedBy' must name at least one message type.`);
   for (const type of startedBy) {
     if (!steps.has(type)) fail(`Saga ${input.name} is started by '${type}' but has no step for it: add steps.${type}.`);
   }
+  const completed = input.handleCompleted ?? false;
+  const completedIssue = typeof completed === 'boolean' ? undefined : typeListProblem(completed, 'handleCompleted');
+  if (completedIssue) fail(`Saga ${input.name}: ${completedIssue}, or a boolean.`);
+  const completedTypes = new Set<string>(typeof completed === 'boolean' ? [] : completed);
 
   const from = input.correlation.from;
+  // Copied now, into a Map: an entry changed later cannot break handle(), and a message type named
+  // `toString` or `constructor` never finds Object.prototype's function and correlates on what it returns.
+  const readers = typeof from === 'function' ? undefined : new Map(Object.entries(from as unknown as Record<string, (m: TIn) => unknown>));
   const correlate =
     typeof from === 'function'
       ? (message: TIn) => ({ defined: true, value: from(message) })
       : (message: TIn) => {
-          // Own properties only: a message type named `toString` or `constructor` must not find
-          // Object.prototype's function and correlate on whatever it returns.
-          const read = Object.hasOwn(from, message.type) ? (from as Record<string, unknown>)[message.type] : undefined;
-          return typeof read === 'function' ? { defined: true, value: read(message) } : { defined: false, value: undefined };
+          const read = readers!.get(message.type);
+          return read ? { defined: true, value: read(message) } : { defined: false, value: undefined };
         };
 
-  const completed = input.handleCompleted ?? false;
-  const completedTypes = new Set<string>(Array.isArray(completed) ? completed : []);
   return Object.freeze({
     name: input.name,
     state: input.state,
@@ -158,4 +165,47 @@ export function defineSaga<TState extends SagaState, TIn extends SagaMessage, TO
     stepProperty: input.stepProperty,
     handlesCompleted: (type: string) => completed === true || completedTypes.has(type),
   });
+}
+
+/**
+ * Why `correlation` is not `{ property?, from }` with `from` a function or an object of functions per message
+ * type, or undefined. A `from` of null, an array or a non-function entry would only fail per message, untyped.
+ */
+function correlationSourceProblem(correlation: unknown): string | undefined {
+  const fix = "'correlation.from' must be a function, or an object with one function per message type";
+  if (correlation === null || typeof correlation !== 'object') return `'correlation' must be an object { property?, from }`;
+  const from: unknown = (correlation as { from?: unknown }).from;
+  if (typeof from === 'function') return undefined;
+  if (from === null || typeof from !== 'object' || Array.isArray(from)) return `${fix}; it is ${kindOf(from)}`;
+  const notFunction = Object.entries(from).find(([, read]) => typeof read !== 'function');
+  return notFunction && `${fix}; the entry for ${labelOf(notFunction[0])} is ${kindOf(notFunction[1])}`;
+}
+
+/**
+ * Why a list option (`startedBy`, `handleCompleted`) is not an array of non-empty strings, or undefined. A
+ * string is refused, not read as its characters.
+ */
+function typeListProblem(value: unknown, option: string): string | undefined {
+  if (!Array.isArray(value)) return `'${option}' must be an array of message types; it is ${kindOf(value)}`;
+  const index = value.findIndex((type) => typeof type !== 'string' || type === '');
+  return index < 0 ? undefined : `'${option}' item #${index} is ${kindOf(value[index])}, not a message type: list step names`;
+}
+
+/**
+ * Why `value` is not a saga definition (what {@link defineSaga} returns), or undefined. Checks its shape, so a
+ * definition built by another copy of the library is accepted.
+ */
+export function definitionProblem(value: unknown): string | undefined {
+  if (value === null || typeof value !== 'object') return `is ${kindOf(value)}`;
+  const definition = value as Partial<Record<keyof SagaDefinition, unknown>>;
+  if (typeof definition.name !== 'string') return 'has no name';
+  const shaped =
+    typeof definition.state === 'function' &&
+    typeof definition.correlationProperty === 'string' &&
+    typeof definition.correlate === 'function' &&
+    definition.startedBy instanceof Set &&
+    definition.steps instanceof Map &&
+    typeof definition.handlesCompleted === 'function' &&
+    (definition.stepProperty === undefined || typeof definition.stepProperty === 'string');
+  return shaped ? undefined : `(named ${labelOf(definition.name)}) is not what defineSaga() returns`;
 }

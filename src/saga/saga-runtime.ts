@@ -13,8 +13,10 @@ import { createDatabaseContext, type DatabaseContext } from '../sql/database-con
 import { findHandledMessage, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type Clock, ENDED, systemClock } from '../time/clock.js';
+import { callOptions } from './call-options.js';
+import { copyMessage } from './copy-message.js';
 import { checkCorrelationId, correlationCheckFor } from './correlation-value.js';
-import type { SagaDefinition, SagaMessage } from './define-saga.js';
+import { definitionProblem, type SagaDefinition, type SagaMessage } from './define-saga.js';
 import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS } from './handle-result.js';
 import {
   checkMessageId,
@@ -26,7 +28,7 @@ import {
 import { messageTypeOf } from './message-type-of.js';
 import { type AnySagaDefinition, type HandleTarget, type RegisteredSaga, readStep } from './registered-saga.js';
 import { stateValuesCheckFor } from './state-values.js';
-import { labelOf, nameProblem } from './stored-text.js';
+import { kindOf, labelOf, nameProblem } from './stored-text.js';
 import { classifyFailure, type FailureContext, RetryableConflict } from './unit-of-work/classify-failure.js';
 import {
   DEFAULT_GROUP_LOCK_TIMEOUT_MS,
@@ -145,6 +147,7 @@ export interface SagaRuntimeOptions {
 
 /** What {@link SagaRuntimeOptions.onHandled} receives. */
 export interface HandledEvent {
+  /** The message as the caller passed it (a timer's payload as read): no step changed it. */
   readonly message: SagaMessage;
   readonly result: HandleResult;
   /** The timer that delivered the message, if one did. */
@@ -224,7 +227,11 @@ export class SagaRuntime {
     this.dialect = this.context.dialect;
     this.options = resolveRuntimeOptions(options, this.dialect.groupsAtOnce);
     this.groups = this.options.groupCommit ? new GroupCommit(this.options.em, this.options.groupCommit) : undefined;
-    for (const definition of this.options.sagas) {
+    for (const [index, definition] of this.options.sagas.entries()) {
+      const problem = definitionProblem(definition);
+      if (problem) {
+        throw new SagaDefinitionError('DEFINITION_INVALID', `sagas[${index}] ${problem}: pass the definitions defineSaga() returned.`);
+      }
       if (this.sagas.has(definition.name)) {
         throw new SagaDefinitionError('DEFINITION_INVALID', `Two sagas are named '${definition.name}': saga names must be unique.`, {
           sagaType: definition.name,
@@ -246,8 +253,13 @@ export class SagaRuntime {
 
   /**
    * Handles `message` for one saga: finds the instance by correlation (creating it for a start message),
-   * runs the step, and commits its effects in one transaction.
-   * @throws SagaValidationError / SagaCorrelationError for bad input, before anything is written.
+   * runs the step, and commits its effects in one transaction. The correlation function and each run of the
+   * step get a deep copy of `message` of their own (`copyMessage`): the caller's object is never changed, and a
+   * step re-run after a conflict gets the message as it came.
+   * @throws SagaDefinitionError `DEFINITION_INVALID` when `definition` is not a saga definition registered on
+   *   this runtime.
+   * @throws SagaValidationError / SagaCorrelationError for bad input, before anything is written; `OPTION_INVALID`
+   *   for options that are not an object (`null`; leave them out instead).
    * @throws SagaConcurrencyError when conflicts outlast `concurrency.maxAttempts`; nothing was written.
    * @throws SagaSchemaError `SCHEMA_INVALID` when a table or column is missing; nothing was written.
    * @throws SagaPersistenceError for any other database failure, the initial read included: `COMMIT_OUTCOME_UNKNOWN`
@@ -259,49 +271,68 @@ export class SagaRuntime {
     // biome-ignore lint/suspicious/noExplicitAny: any state and outgoing types; the message type is what is checked.
     definition: SagaDefinition<any, TIn, any>,
     message: TIn,
-    options: HandleOptions = {},
+    options?: HandleOptions,
   ): Promise<HandleResult> {
-    const saga = this.registered(definition.name);
-    const type = messageTypeOf(message, `A message for saga ${saga.definition.name}`, { sagaType: saga.definition.name });
+    const saga = this.registeredFor(definition);
+    const details = { sagaType: saga.definition.name };
+    const checked = callOptions(options, 'The options of handle()', details);
+    const copy = copyMessage<SagaMessage>(message, `A message for saga ${saga.definition.name}`, details);
+    return this.handleOne(saga, { original: message, copy }, checked);
+  }
+
+  /**
+   * Handles `message` for every registered saga with a step for its type, one unit of work each,
+   * in registration order. Returns one result per saga (none when no saga handles the type). Each saga's
+   * correlation function and steps get a copy of the message of their own: what one changes, no other sees.
+   */
+  async route<TMessage extends SagaMessage>(message: TMessage, options?: HandleOptions): Promise<HandleResult[]> {
+    const checked = callOptions(options, 'The options of route()', {});
+    const copy = copyMessage<SagaMessage>(message, 'A routed message', {});
+    const type = messageTypeOf(copy, 'A routed message', {});
+    const results: HandleResult[] = [];
+    for (const saga of this.sagas.values()) {
+      if (saga.definition.steps.has(type)) results.push(await this.handleOne(saga, { original: message, copy }, checked));
+    }
+    return results;
+  }
+
+  /** {@link handle} for a registered saga, from the checks of the message's type and correlation on. */
+  private handleOne(saga: RegisteredSaga, message: RuntimeMessage, options: HandleOptions): Promise<HandleResult> {
+    const { name } = saga.definition;
+    const type = messageTypeOf(message.copy, `A message for saga ${name}`, { sagaType: name });
     if (!saga.definition.steps.has(type)) {
       throw new SagaValidationError(
         'MESSAGE_TYPE_UNKNOWN',
-        `Saga ${saga.definition.name} has no step for message type ${labelOf(type)}: add a step for it, or do not send it this message.`,
-        { sagaType: saga.definition.name, messageType: labelOf(type) },
+        `Saga ${name} has no step for message type ${labelOf(type)}: add a step for it, or do not send it this message.`,
+        { sagaType: name, messageType: labelOf(type) },
       );
     }
-    const correlation = saga.definition.correlate(message);
+    // The correlation function is the saga's own code: it reads a copy, the one the step's first run then gets.
+    const first = this.stepCopy(saga, message);
+    const correlation = saga.definition.correlate(first);
     if (!correlation.defined) {
       throw new SagaCorrelationError(
         'CORRELATION_UNDEFINED',
-        `Saga ${saga.definition.name} does not say how '${type}' finds its instance: add correlation.from.${type}.`,
-        { sagaType: saga.definition.name, messageType: type },
+        `Saga ${name} does not say how '${type}' finds its instance: add correlation.from.${type}.`,
+        { sagaType: name, messageType: type },
       );
     }
     if (correlation.value === undefined || correlation.value === null || correlation.value === '') {
       throw new SagaCorrelationError(
         'CORRELATION_MISSING',
-        `Message '${type}' carries no value for ${saga.definition.name}.${saga.definition.correlationProperty}: set the correlation field on the message before handling it.`,
-        { sagaType: saga.definition.name, messageType: type },
+        `Message '${type}' carries no value for ${name}.${saga.definition.correlationProperty}: set the correlation field on the message before handling it.`,
+        { sagaType: name, messageType: type },
       );
     }
     const value = saga.checkCorrelation(correlation.value, type);
-    const correlationId = checkCorrelationId(options.correlationId ?? getCorrelationId() ?? randomUUID(), saga.definition.name);
-    const messageId = options.messageId === undefined ? undefined : checkMessageId(options.messageId, saga.definition.name, type);
-    return this.run(saga, message, { kind: 'correlation', value, messageId }, correlationId);
+    const correlationId = checkCorrelationId(options.correlationId ?? getCorrelationId() ?? randomUUID(), name);
+    const messageId = options.messageId === undefined ? undefined : checkMessageId(options.messageId, name, type);
+    return this.run(saga, { ...message, first }, { kind: 'correlation', value, messageId }, correlationId);
   }
 
-  /**
-   * Handles `message` for every registered saga with a step for its type, one unit of work each,
-   * in registration order. Returns one result per saga (none when no saga handles the type).
-   */
-  async route<TMessage extends SagaMessage>(message: TMessage, options: HandleOptions = {}): Promise<HandleResult[]> {
-    const type = messageTypeOf(message, 'A routed message', {});
-    const results: HandleResult[] = [];
-    for (const saga of this.sagas.values()) {
-      if (saga.definition.steps.has(type)) results.push(await this.handle(saga.definition, message, options));
-    }
-    return results;
+  /** A copy of the message for one run of the saga's own code (its correlation function or a step). */
+  private stepCopy(saga: RegisteredSaga, message: RuntimeMessage): SagaMessage {
+    return copyMessage(message.copy, `A message for saga ${saga.definition.name}`, { sagaType: saga.definition.name });
   }
 
   /**
@@ -321,19 +352,17 @@ export class SagaRuntime {
    */
   async deliverTimer(timer: TimerDelivery, preload?: SagaPreload): Promise<HandleResult> {
     const saga = this.registered(timer.sagaType);
-    const message = timer.payload as SagaMessage;
-    if (
-      messageTypeOf(message, `Timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`, { sagaType: timer.sagaType }) !==
-        timer.messageType ||
-      !saga.definition.steps.has(timer.messageType)
-    ) {
+    const what = `Timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
+    const original = timer.payload as SagaMessage;
+    const copy = copyMessage(original, what, { sagaType: timer.sagaType });
+    if (messageTypeOf(copy, what, { sagaType: timer.sagaType }) !== timer.messageType || !saga.definition.steps.has(timer.messageType)) {
       throw new SagaValidationError(
         'MESSAGE_TYPE_UNKNOWN',
         `Timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId} carries '${timer.messageType}', which the saga has no step for: restore the step or cancel the timer.`,
         { sagaType: timer.sagaType, sagaId: timer.sagaId, timerName: timer.name, messageType: timer.messageType },
       );
     }
-    return this.run(saga, message, { kind: 'timer', timer, preload }, timer.correlationId ?? randomUUID());
+    return this.run(saga, { original, copy }, { kind: 'timer', timer, preload }, timer.correlationId ?? randomUUID());
   }
 
   /**
@@ -379,11 +408,23 @@ export class SagaRuntime {
     if (!saga) {
       throw new SagaDefinitionError(
         'DEFINITION_INVALID',
-        `Saga '${sagaType}' is not registered on this runtime: add its definition to the 'sagas' option.`,
+        `Saga ${labelOf(sagaType)} is not registered on this runtime: add its definition to the 'sagas' option.`,
         { sagaType },
       );
     }
     return saga;
+  }
+
+  /** The registered saga of `definition`, the first argument of `handle()`, found by its name. */
+  private registeredFor(definition: unknown): RegisteredSaga {
+    const name: unknown = definition !== null && typeof definition === 'object' ? (definition as { name?: unknown }).name : undefined;
+    if (typeof name !== 'string') {
+      throw new SagaDefinitionError(
+        'DEFINITION_INVALID',
+        `handle() was given ${kindOf(definition)} instead of a saga definition: pass the definition defineSaga() returned, registered in the 'sagas' option.`,
+      );
+    }
+    return this.registered(name);
   }
 
   private register(definition: AnySagaDefinition): RegisteredSaga {
@@ -434,9 +475,17 @@ export class SagaRuntime {
     };
   }
 
-  private async run(saga: RegisteredSaga, message: SagaMessage, target: HandleTarget, correlationId: string): Promise<HandleResult> {
+  private async run(saga: RegisteredSaga, message: RuntimeMessage, target: HandleTarget, correlationId: string): Promise<HandleResult> {
     const { maxAttempts } = this.options.concurrency;
     if (this.options.verifySchema) await this.verifySchemaOnce();
+    // Every run of the step gets a copy of its own: a step that changed its message and met a conflict runs
+    // again on the message as it came, not as it left it.
+    let first = message.first;
+    const stepMessage = () => {
+      const copy = first ?? this.stepCopy(saga, message);
+      first = undefined;
+      return copy;
+    };
     let conflicts = 0;
     /** Whether the unit of work writes in a transaction of its own: once it left a group for a held row. */
     let alone = false;
@@ -444,10 +493,10 @@ export class SagaRuntime {
     let turns = 0;
     for (let attempt = 1; ; attempt++) {
       try {
-        const result = await this.attempt(saga, message, target, correlationId, { attempts: attempt, conflicts, alone });
+        const result = await this.attempt(saga, message.copy, stepMessage, target, correlationId, { attempts: attempt, conflicts, alone });
         this.count(result, target.kind === 'timer');
         try {
-          this.options.onHandled?.({ message, result, timer: target.kind === 'timer' ? target.timer : undefined });
+          this.options.onHandled?.({ message: message.original, result, timer: target.kind === 'timer' ? target.timer : undefined });
         } catch {
           // A tracing hook must not turn a committed unit of work into a failure.
         }
@@ -469,8 +518,8 @@ export class SagaRuntime {
         if (attempt >= maxAttempts) {
           throw new SagaConcurrencyError(
             'CONCURRENCY_CONFLICT',
-            `Saga ${saga.definition.name}${error.sagaId ? `/${error.sagaId}` : ''}: message '${message.type}' met ${conflicts} concurrency conflicts in a row (${lastConflict(error.cause, this.dialect)}); nothing of it was written. Retry the message later, or raise concurrency.maxAttempts${conflictKind(error.cause) === 'lock wait' ? RAISE_TOO[this.dialect.name] : ''}.`,
-            { sagaType: saga.definition.name, sagaId: error.sagaId, messageType: message.type, attempts: attempt },
+            `Saga ${saga.definition.name}${error.sagaId ? `/${error.sagaId}` : ''}: message '${message.copy.type}' met ${conflicts} concurrency conflicts in a row (${lastConflict(error.cause, this.dialect)}); nothing of it was written. Retry the message later, or raise concurrency.maxAttempts${conflictKind(error.cause) === 'lock wait' ? RAISE_TOO[this.dialect.name] : ''}.`,
+            { sagaType: saga.definition.name, sagaId: error.sagaId, messageType: message.copy.type, attempts: attempt },
             { cause: error.cause },
           );
         }
@@ -479,10 +528,14 @@ export class SagaRuntime {
     }
   }
 
-  /** One unit of work: load or ignore, run the step, plan the writes, write them in one transaction. */
+  /**
+   * One unit of work: load or ignore, run the step, plan the writes, write them in one transaction. `message` is
+   * the runtime's copy (read, never handed out); the step runs on `stepMessage()`.
+   */
   private async attempt(
     saga: RegisteredSaga,
     message: SagaMessage,
+    stepMessage: () => SagaMessage,
     target: HandleTarget,
     correlationId: string,
     { attempts, conflicts, alone }: { readonly attempts: number; readonly conflicts: number; readonly alone: boolean },
@@ -526,7 +579,7 @@ export class SagaRuntime {
       return this.ignored(base, saga, instance, timer);
     }
     const firing = timer && { id: timer.id, name: timer.name, dueAt: timer.dueAt, attempts: timer.attempts };
-    const run = await runStep(em, saga, instance, message, { now, correlationId, timer: firing });
+    const run = await runStep(em, saga, instance, message.type, stepMessage(), { now, correlationId, timer: firing });
     const plan = planWrites({
       sagaType: definition.name,
       hasStepProperty: definition.stepProperty !== undefined,
@@ -598,6 +651,16 @@ export class SagaRuntime {
     this.metrics.add('timersCancelled', type, result.timersCancelled);
     this.metrics.add('messagesSent', type, result.messagesSent);
   }
+}
+
+/** A message as the runtime holds it while it handles it. */
+interface RuntimeMessage {
+  /** The caller's object (a timer's payload): handed back to the caller's own hook (`onHandled`), never to a step. */
+  readonly original: SagaMessage;
+  /** The runtime's copy: its type is read and recorded from it; no saga code gets it. */
+  readonly copy: SagaMessage;
+  /** The copy the correlation function read: the step's first run gets it, later runs a new copy each. */
+  readonly first?: SagaMessage | undefined;
 }
 
 /** The fields of a result every outcome shares. */

@@ -4,10 +4,11 @@ import { SagaError, type SagaErrorDetails, SagaValidationError } from '../errors
 import { dueAtProblem } from '../time/due-date-range.js';
 import { type Duration, toMilliseconds } from '../time/duration.js';
 import { TIMER_SCOPES, TimerPlan, type TimerScope } from '../timers/timer-plan.js';
+import { callOptions, headerRecord } from './call-options.js';
 import type { AnyMessage, SagaMessage } from './define-saga.js';
 import { toJsonPayload } from './json-payload.js';
 import { messageTypeOf } from './message-type-of.js';
-import { kindOf, labelOf, nameProblem } from './stored-text.js';
+import { labelOf, nameProblem } from './stored-text.js';
 
 /** Options of {@link StepContext.schedule}. */
 export interface ScheduleOptions {
@@ -22,7 +23,11 @@ export interface ScheduleOptions {
 
 /** Options of {@link StepContext.send}. */
 export interface SendOptions {
-  /** Extra headers for the publisher, next to the correlation id, saga type and saga id. */
+  /**
+   * Extra headers for the publisher, next to the correlation id, saga type and saga id (which win over an extra
+   * header of the same name): a plain object whose values are strings. Default: none (`undefined`); `null`, a
+   * string, an array, a Map or a class instance is refused (`PAYLOAD_NOT_SERIALIZABLE`).
+   */
   readonly headers?: Readonly<Record<string, string>>;
 }
 
@@ -66,14 +71,25 @@ export interface StepContext<TIn extends SagaMessage = SagaMessage, TOut extends
    * at `when` (a Date). A pending timer of the same name is replaced (new due time, new token).
    * @throws SagaValidationError for an empty or over-long name, an invalid delay or date, an unknown
    *   calendar, a message type the saga has no step for, or a payload that does not round-trip JSON;
-   *   `SAGA_COMPLETED` when the saga was completed before this step and the step has not called `reopen()`.
+   *   `OPTION_INVALID` for options that are not an object (`null`; leave them out instead) or a scope other
+   *   than `'step'`/`'saga'`; `SAGA_COMPLETED` when the saga was completed before this step and the step has
+   *   not called `reopen()`.
    */
   schedule(name: string, when: Duration | Date, message: TIn, options?: ScheduleOptions): void;
-  /** Cancels the pending timer `name`, if any. */
+  /**
+   * Cancels the pending timer `name`, if any.
+   * @throws SagaValidationError `TIMER_NAME_INVALID` for a name `schedule()` refuses (not a string, empty,
+   *   blank, over 200 characters, U+0000, a lone surrogate): one name per call.
+   */
   cancel(name: string): void;
   /** Cancels every pending timer of this instance, and the ones scheduled earlier in this step. */
   cancelAll(): void;
-  /** Writes `message` to the outbox, committed with the state change and relayed at least once. */
+  /**
+   * Writes `message` to the outbox, committed with the state change and relayed at least once.
+   * @throws SagaValidationError `MESSAGE_TYPE_MISSING`, `PAYLOAD_NOT_SERIALIZABLE` (the message, or headers that
+   *   are not a plain object of strings), `PAYLOAD_TOO_LARGE`; `OPTION_INVALID` for options that are not an
+   *   object (`null`; leave them out instead).
+   */
   send(message: TOut, options?: SendOptions): void;
   /**
    * Completes the saga (soft: the row stays). Every pending timer is removed, and the timers this step
@@ -132,17 +148,11 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
     return this.isCompleted;
   }
 
-  schedule(name: string, when: Duration | Date, message: SagaMessage, options: ScheduleOptions = {}): void {
+  schedule(name: string, when: Duration | Date, message: SagaMessage, scheduleOptions?: ScheduleOptions): void {
     this.assertOpen();
-    const nameIssue = nameProblem(name, { maxLength: COLUMN_LIMITS.timerName, notBlank: true });
-    if (nameIssue) {
-      throw new SagaValidationError(
-        'TIMER_NAME_INVALID',
-        `A timer name of saga ${this.sagaType}/${this.sagaId} ${nameIssue}: use 1 to ${COLUMN_LIMITS.timerName} characters, not only spaces, without U+0000 or lone surrogates.`,
-        this.details(),
-      );
-    }
+    this.assertTimerName(name);
     const details = this.details({ timerName: name });
+    const options = callOptions(scheduleOptions, `The options of timer '${name}'`, details);
     if (this.completedBefore && this.isCompleted) {
       // Discarding it silently would lose a deadline (the article's refund after a cancellation).
       throw new SagaValidationError(
@@ -162,7 +172,7 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
     const calendar = this.calendarOf(name, options.calendar, details);
     const dueAt = this.dueAtOf(name, when, calendar, options.calendar, details);
     const payloadJson = toJsonPayload(message, `the message of timer '${name}'`, this.settings.maxPayloadBytes, details);
-    const scope = options.scope ?? (this.settings.stepScopedByDefault ? TIMER_SCOPES.STEP : TIMER_SCOPES.SAGA);
+    const scope = options.scope === undefined ? this.defaultScope() : options.scope;
     if (scope !== TIMER_SCOPES.STEP && scope !== TIMER_SCOPES.SAGA) {
       throw new SagaValidationError('OPTION_INVALID', `Timer '${name}': scope must be 'step' or 'saga'.`, details);
     }
@@ -171,6 +181,7 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
 
   cancel(name: string): void {
     this.assertOpen();
+    this.assertTimerName(name);
     this.timers.cancel(name);
   }
 
@@ -179,22 +190,14 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
     this.timers.cancelAll();
   }
 
-  send(message: SagaMessage, options: SendOptions = {}): void {
+  send(message: SagaMessage, sendOptions?: SendOptions): void {
     this.assertOpen();
     const details = this.details();
     const messageType = messageTypeOf(message, `A message sent by saga ${this.sagaType}/${this.sagaId}`, details);
     const what = `the '${messageType}' message`;
+    const options = callOptions(sendOptions, `The options of ${what}`, { ...details, messageType });
     const payloadJson = toJsonPayload(message, what, this.settings.maxPayloadBytes, { ...details, messageType });
-    const extra = options.headers ?? {};
-    for (const [index, value] of Object.values(extra).entries()) {
-      if (typeof value !== 'string') {
-        throw new SagaValidationError(
-          'PAYLOAD_NOT_SERIALIZABLE',
-          `Header #${index} of ${what} is ${kindOf(value)}, not a string: headers are strings.`,
-          { ...details, messageType },
-        );
-      }
-    }
+    const extra = headerRecord(options.headers, what, { ...details, messageType });
     const headers = { ...extra, 'correlation-id': this.correlationId, 'saga-type': this.sagaType, 'saga-id': this.sagaId };
     // Headers are stored next to the payload: together they stay within maxPayloadBytes.
     const headersJson = toJsonPayload(headers, `the headers of ${what}`, this.settings.maxPayloadBytes, { ...details, messageType });
@@ -271,6 +274,22 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
     const problem = dueAtProblem(dueMs) ?? (dueMs < start ? 'is before the instant it was computed from' : undefined);
     if (problem) throw invalid(`(from calendar ${labelOf(key)}) ${problem}`, `fix the calendar or shorten the delay; ${range}`);
     return new Date(dueMs);
+  }
+
+  /** A timer name `schedule()` and `cancel()` take: one a `saga_timer.name` stores as given. */
+  private assertTimerName(name: unknown): void {
+    const nameIssue = nameProblem(name, { maxLength: COLUMN_LIMITS.timerName, notBlank: true });
+    if (nameIssue) {
+      throw new SagaValidationError(
+        'TIMER_NAME_INVALID',
+        `A timer name of saga ${this.sagaType}/${this.sagaId} ${nameIssue}: use 1 to ${COLUMN_LIMITS.timerName} characters, not only spaces, without U+0000 or lone surrogates.`,
+        this.details(),
+      );
+    }
+  }
+
+  private defaultScope(): TimerScope {
+    return this.settings.stepScopedByDefault ? TIMER_SCOPES.STEP : TIMER_SCOPES.SAGA;
   }
 
   private assertOpen(): void {

@@ -3,6 +3,7 @@ import type { EntityProperty } from '@mikro-orm/core';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaState, WeekdayCalendar } from '../../src/index.js';
+import { copyMessage } from '../../src/saga/copy-message.js';
 import { correlationCheckFor, DEFAULT_CORRELATION_LENGTH, MAX_TEXT_CORRELATION_LENGTH } from '../../src/saga/correlation-value.js';
 import { MAX_PAYLOAD_DEPTH, toJsonPayload } from '../../src/saga/json-payload.js';
 import { codePointLength, exceedsCodePoints, nameProblem, textProblem } from '../../src/saga/stored-text.js';
@@ -137,6 +138,148 @@ describe('defineSaga correlation', () => {
     expect(() => defineSaga({ ...valid, steps: { A() {}, 'B\u0000': () => {} } } as never)).toThrow(/U\+0000/);
     expect(() => defineSaga({ ...valid, name: 'a\uD800' } as never)).toThrow(/lone UTF-16 surrogate/);
     expect(() => defineSaga({ ...valid, name: '😀'.repeat(100) } as never)).not.toThrow();
+  });
+
+  it.each([
+    [
+      'correlation.from: null (every handle() threw a TypeError)',
+      { correlation: { from: null } },
+      /'correlation.from' must be a function.*it is null/,
+    ],
+    ['correlation.from: an array', { correlation: { from: [] } }, /it is an array/],
+    ['an entry of correlation.from that is not a function', { correlation: { from: { A: 'k' } } }, /the entry for 'A' is a string/],
+    ['correlation: null', { correlation: null }, /'correlation' must be an object/],
+    ["startedBy: 'A' (read as its characters)", { startedBy: 'A' }, /'startedBy' must be an array of message types; it is a string/],
+    ['startedBy with a number', { startedBy: ['A', 7] }, /'startedBy' item #1 is a number/],
+    ["handleCompleted: 'A'", { handleCompleted: 'A' }, /'handleCompleted' must be an array of message types; it is a string.*or a boolean/],
+    ["steps: 'A'", { steps: 'A' }, /'steps' must be an object/],
+  ])('refuses %s with DEFINITION_INVALID', (_what, change, message) => {
+    const valid = { name: 's', state: State, correlation: { from: { A: () => 'x' } }, startedBy: ['A'], steps: { A() {} } };
+    expect(() => defineSaga({ ...valid, ...change } as never)).toThrow(
+      expect.objectContaining({ name: 'SagaDefinitionError', code: 'DEFINITION_INVALID', message: expect.stringMatching(message) }),
+    );
+  });
+
+  it('keeps the correlation functions it was given: an entry changed later does not break handling', () => {
+    const from: Record<string, unknown> = { A: (m: { k: string }) => m.k };
+    const saga = defineSaga<State, { type: 'A'; k: string }>({
+      name: 's',
+      state: State,
+      correlation: { from } as never,
+      startedBy: ['A'],
+      steps: { A() {} },
+    });
+    from.A = null;
+    expect(saga.correlate({ type: 'A', k: 'x' })).toEqual({ defined: true, value: 'x' });
+  });
+});
+
+describe('copyMessage', () => {
+  /** Every object reachable from `value`. */
+  const objectsOf = (value: unknown, found = new Set<object>()): Set<object> => {
+    if (value !== null && typeof value === 'object' && !found.has(value)) {
+      found.add(value);
+      for (const item of Object.values(value)) objectsOf(item, found);
+    }
+    return found;
+  };
+
+  it('copies any JSON value deep-equal, sharing no object or array with it', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        const copy = copyMessage(value, 'm');
+        expect(copy).toStrictEqual(value);
+        const shared = [...objectsOf(copy)].filter((object) => objectsOf(value).has(object));
+        expect(shared).toEqual([]);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('keeps Dates, BigInts, Maps and class instances (with their class), and cycles; functions as they are', () => {
+    class Order {
+      constructor(readonly lines: number[]) {}
+      get count() {
+        return this.lines.length;
+      }
+    }
+    const step = () => 1;
+    const source: Record<string, unknown> = {
+      type: 'M',
+      at: new Date(5),
+      big: 10n,
+      map: new Map([[1, { a: 1 }]]),
+      order: new Order([1, 2]),
+      step,
+    };
+    source.self = source;
+    const copy = copyMessage(source, 'm');
+    expect(copy).toStrictEqual(source);
+    expect(copy.at).not.toBe(source.at);
+    expect(copy.map).not.toBe(source.map);
+    expect(copy.order).toBeInstanceOf(Order);
+    expect((copy.order as Order).count).toBe(2);
+    expect(copy.self).toBe(copy);
+    expect(copy.step).toBe(step);
+  });
+
+  it('copies a __proto__ key as a key, reads each getter once, and holds its answer', () => {
+    const parsed = JSON.parse('{"type":"M","__proto__":{"polluted":true}}');
+    const copy = copyMessage(parsed, 'm');
+    expect(Object.getPrototypeOf(copy)).toBe(Object.prototype);
+    expect(Object.hasOwn(copy, '__proto__')).toBe(true);
+    expect((copy as { polluted?: boolean }).polluted).toBeUndefined();
+    let reads = 0;
+    const copied = copyMessage(
+      {
+        type: 'M',
+        get note() {
+          return ++reads === 1 ? 'fine' : 'a\u0000b';
+        },
+      },
+      'm',
+    );
+    expect([copied.note, copied.note, reads]).toEqual(['fine', 'fine', 1]);
+  });
+
+  it('copies 100,000 levels of nesting and a sparse array of length 2^32 - 1 without overflowing or walking it', () => {
+    let deep: Record<string, unknown> = { leaf: true };
+    for (let i = 0; i < 100_000; i++) deep = { deep };
+    expect(() => copyMessage(deep, 'm')).not.toThrow();
+    const started = performance.now();
+    const sparse = copyMessage({ items: Object.assign([], { length: 2 ** 32 - 1, 7: 'x' }) }, 'm');
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect([sparse.items.length, sparse.items[7]]).toEqual([2 ** 32 - 1, 'x']);
+  });
+
+  it('refuses what it cannot copy with PAYLOAD_NOT_SERIALIZABLE, the thrown error as cause and never its text', () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const thrown = new Error('secret value');
+    const refusals = [
+      { type: 'M', pending: Promise.resolve() },
+      { type: 'M', gone: proxy },
+      {
+        type: 'M',
+        get broken() {
+          throw thrown;
+        },
+      },
+    ];
+    for (const message of refusals) {
+      expect(() => copyMessage(message, 'A message for saga s', { sagaType: 's' })).toThrow(
+        expect.objectContaining({ code: 'PAYLOAD_NOT_SERIALIZABLE', details: { sagaType: 's' } }),
+      );
+    }
+    const error = (() => {
+      try {
+        copyMessage(refusals[2], 'm');
+      } catch (caught) {
+        return caught as Error;
+      }
+    })();
+    expect(error?.cause).toBe(thrown);
+    expect(error?.message).not.toContain('secret');
   });
 });
 

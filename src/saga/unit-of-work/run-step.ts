@@ -29,14 +29,15 @@ export interface StepInput {
 }
 
 /**
- * Phase 2 of a unit of work: runs the step on the loaded instance, outside any transaction and without
- * the EntityManager, stamps completion, and asks MikroORM what changed. Writes nothing; a step that
+ * Phase 2 of a unit of work: runs the step of `messageType` on the loaded instance with `message` (a copy
+ * of its own), outside any transaction and without the EntityManager, stamps completion, and asks MikroORM what changed. Writes nothing; a step that
  * throws propagates its error and leaves nothing to write.
  */
 export async function runStep(
   em: EntityManager,
   saga: RegisteredSaga,
   instance: LoadedInstance,
+  messageType: string,
   message: SagaMessage,
   input: StepInput,
 ): Promise<StepRun> {
@@ -44,7 +45,7 @@ export async function runStep(
   const { state } = instance;
   const facts = { sagaType: definition.name, sagaId: state.id, isNew: instance.isNew, completed: instance.before.completed };
   const ctx = new RecordingStepContext({ ...facts, ...input }, saga.settings);
-  const run = definition.steps.get(message.type)!;
+  const run = definition.steps.get(messageType)!;
   const owned = runtimeColumnsOf(state);
   try {
     await run(state, message, ctx);
