@@ -122,6 +122,51 @@ for (const dialect of DIALECTS) {
       }
     });
 
+    it('an input whose getter or Proxy trap throws is OPTION_INVALID for every call, never PERSISTENCE_FAILED; nothing is written', async () => {
+      const { ops, start, rows } = setup();
+      const id = await start(uniqueKey('getter'), [{ op: 'schedule', name: 't', after: 1_000 }]);
+      const secret = 'secret-getter-text';
+      /** `value` whose property `key` throws when read. */
+      const throwing = <T extends object>(value: T, key: string): T =>
+        Object.defineProperty({ ...value }, key, {
+          enumerable: true,
+          get() {
+            throw new Error(secret);
+          },
+        });
+      const trap = new Proxy([id], {
+        get() {
+          throw new TypeError(secret);
+        },
+      });
+      const date = new Proxy(new Date('2040-01-01T00:00:00Z'), {
+        getPrototypeOf() {
+          throw new Error(secret);
+        },
+      });
+      const change = { sagaType: 'scripted', sagaId: id, reason: 'operator' };
+      const before = await rows.counts();
+      const calls: [string, () => Promise<unknown>][] = [
+        ['listSagas', () => ops.listSagas(throwing({ limit: 5 }, 'limit'))],
+        ['listSagas', () => ops.listSagas(throwing({ limit: 5 }, 'cursor'))],
+        ['getSaga', () => ops.getSaga(throwing({ sagaType: 'scripted', sagaId: id }, 'sagaId'))],
+        ['listTimers', () => ops.listTimers(throwing({ limit: 5 }, 'status'))],
+        ['listOutbox', () => ops.listOutbox(throwing({ limit: 5 }, 'sagaId'))],
+        ['forceComplete', () => ops.forceComplete(throwing(change, 'reason'))],
+        ['reopen', () => ops.reopen(throwing(change, 'expectedVersion'))],
+        ['requeueTimers', () => ops.requeueTimers(trap)],
+        ['cancelTimers', () => ops.cancelTimers(trap)],
+        ['rescheduleTimers', () => ops.rescheduleTimers([id], date)],
+        ['purge', () => ops.purge(throwing({ expiredMessageIds: true }, 'batchSize'))],
+      ];
+      for (const [operation, call] of calls) {
+        const error = await errorOf(call());
+        expect(error, operation).toMatchObject({ code: 'OPTION_INVALID', details: { operation } });
+        expect((error as Error).message).not.toContain(secret);
+      }
+      expect(await rows.counts()).toEqual(before);
+    });
+
     describe('listing sagas', () => {
       it('lists both types newest first, filtered in SQL, and walks every page once with the cursor', async () => {
         const { clock, runtime, ops, start } = setup('2031-03-01T00:00:00Z');
