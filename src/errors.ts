@@ -73,6 +73,12 @@ export const SAGA_ERROR_CODES = {
   VERSION_CONFLICT: 'VERSION_CONFLICT',
   /** A page cursor was not one this query returned (tampered, truncated, or from another query). */
   CURSOR_INVALID: 'CURSOR_INVALID',
+  /**
+   * A row holds a value the library cannot read as what it means (a timestamp outside years 1 to 9999 such as
+   * PostgreSQL's `infinity`, text in a SQLite timestamp column, a version above 2^53 - 1, JSON nested too deep for
+   * MikroORM); raised as `SagaPersistenceError` naming the row and the column. Nothing was written: correct the row.
+   */
+  STORED_VALUE_INVALID: 'STORED_VALUE_INVALID',
 } as const;
 
 /** Union of every error code the library raises. */

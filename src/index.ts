@@ -25,6 +25,7 @@ export {
   DEFAULT_MAX_CATCH_UP_AGE_MS,
   DEFAULT_POLL_INTERVAL_MS,
   DEFAULT_STOP_GRACE_MS,
+  MAX_DISPATCH_ATTEMPTS,
   SQLITE_BATCH_PER_SLOT,
 } from './dispatcher/dispatcher-options.js';
 export type { LeaseRenewal } from './dispatcher/lease-keeper.js';
@@ -71,7 +72,7 @@ export { defineSaga } from './saga/define-saga.js';
 export type { HandleOutcome, HandleResult, IgnoreReason } from './saga/handle-result.js';
 export { HANDLE_OUTCOMES, IGNORE_REASONS } from './saga/handle-result.js';
 export type { PurgeResult } from './saga/handled-messages.js';
-export { DEFAULT_MESSAGE_ID_RETENTION_MS, DEFAULT_PURGE_BATCH_SIZE } from './saga/handled-messages.js';
+export { DEFAULT_MESSAGE_ID_RETENTION_MS, DEFAULT_PURGE_BATCH_SIZE, MAX_PURGE_BATCH_SIZE } from './saga/handled-messages.js';
 export { MAX_PAYLOAD_DEPTH } from './saga/json-payload.js';
 export type {
   HandledEvent,
@@ -86,6 +87,7 @@ export {
   DEFAULT_RETRY_BASE_DELAY_MS,
   DEFAULT_RETRY_MAX_DELAY_MS,
   DEFAULT_VERIFY_SCHEMA,
+  MAX_PAYLOAD_BYTES_LIMIT,
   SagaRuntime,
 } from './saga/saga-runtime.js';
 export type { FiringTimer, ScheduleOptions, SendOptions, StepContext } from './saga/step-context.js';
@@ -101,5 +103,6 @@ export type { Clock } from './time/clock.js';
 export { systemClock } from './time/clock.js';
 export { EARLIEST_DUE_AT_MS, LATEST_DUE_AT_MS } from './time/due-date-range.js';
 export type { Duration } from './time/duration.js';
+export { MAX_SPAN_MS, MAX_WAIT_MS } from './time/option-ranges.js';
 export type { TimerScope } from './timers/timer-plan.js';
 export { TIMER_SCOPES } from './timers/timer-plan.js';

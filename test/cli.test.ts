@@ -8,6 +8,7 @@ import { cell } from '../src/cli/format-table.js';
 import { CLI_COMMANDS, type CliIo, runCli } from '../src/cli/run-cli.js';
 import { terminalText } from '../src/cli/terminal-text.js';
 import { type SagaOutbox, SagaRuntime } from '../src/index.js';
+import { encodeCursor } from '../src/operations/page-cursor.js';
 import { NumberedSaga, numberedSaga } from './fixtures/numbered-saga.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { type CliRun, cliApp, cliDatabaseEnv, FIXTURE_FLAGS, runCliInProcess } from './support/cli-process.js';
@@ -135,6 +136,26 @@ for (const dialect of DIALECTS) {
       expect(page.nextCursor).toEqual(expect.any(String));
       const next = await json('sagas', 'list', '--limit', '1', '--cursor', page.nextCursor);
       expect(next.items[0].correlation).toBe('order-1041');
+    });
+
+    it('a built cursor with a valid digest and a created_at in year 10000 exits 2 with CURSOR_INVALID, also with --json', async () => {
+      const id = randomUUID();
+      const listings: Record<string, (createdAtMs: number) => string[]> = {
+        sagas: (createdAtMs) => {
+          const cursor = encodeCursor({ createdAtMs, sagaType: 'scripted', id }, { types: ['scripted'], status: 'all' });
+          return ['sagas', 'list', '--type', 'scripted', '--cursor', cursor];
+        },
+        timers: (createdAtMs) => ['timers', 'list', '--cursor', encodeCursor({ createdAtMs, sagaType: '', id }, { table: 'saga_timer' })],
+        outbox: (createdAtMs) => ['outbox', 'list', '--cursor', encodeCursor({ createdAtMs, sagaType: '', id }, { table: 'saga_outbox' })],
+      };
+      for (const [name, argv] of Object.entries(listings)) {
+        // The same cursor in year 9999 is taken: its digest is right.
+        expect((await cli(...argv(Date.UTC(9999, 0, 1)), '--json')).code, name).toBe(0);
+        // Before, PostgreSQL failed the statement (exit 1) and SQLite answered SCHEMA_INVALID (exit 3).
+        const run = await cli(...argv(Date.UTC(10_000, 0, 1)), '--json');
+        expect(run.code, `${name}: ${run.stderr}`).toBe(2);
+        expect(JSON.parse(run.stdout).error.code, name).toBe('CURSOR_INVALID');
+      }
     });
 
     it('shows why a timer died, and refuses to requeue it without --yes', async () => {

@@ -15,6 +15,7 @@ import {
 } from '../src/index.js';
 import { SagaOperations } from '../src/operations/index.js';
 import { decodeCursor, encodeCursor } from '../src/operations/page-cursor.js';
+import { EARLIEST_STATE_DATE_MS, LATEST_STATE_DATE_MS } from '../src/saga/state-values.js';
 import { FakeClock } from '../src/testing/index.js';
 import { NumberedSaga, numberedSaga } from './fixtures/numbered-saga.js';
 import { type Action, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
@@ -30,6 +31,8 @@ const failing = (name: string, after: Duration = 1_000): Action => ({
   message: { type: 'Tick', label: name, actions: [{ op: 'throw', message: 'boom' }] },
 });
 const YEAR: Duration = { days: 365 };
+/** The filters of `listSagas({ sagaType: 'scripted' })`, as its cursors digest them. */
+const SAGAS = { types: ['scripted'], status: 'all' };
 
 describe('page cursors (no database)', () => {
   const filters = { types: ['scripted'], status: 'all' };
@@ -117,6 +120,51 @@ for (const dialect of DIALECTS) {
       for (const options of [undefined, {}, { runtime: {} }, { em: db().orm.em, sagas: 'x' }]) {
         expect(() => new SagaOperations(options as never)).toThrow(expect.objectContaining({ code: 'OPTION_INVALID' }));
       }
+    });
+
+    it('an input whose getter or Proxy trap throws is OPTION_INVALID for every call, never PERSISTENCE_FAILED; nothing is written', async () => {
+      const { ops, start, rows } = setup();
+      const id = await start(uniqueKey('getter'), [{ op: 'schedule', name: 't', after: 1_000 }]);
+      const secret = 'secret-getter-text';
+      /** `value` whose property `key` throws when read. */
+      const throwing = <T extends object>(value: T, key: string): T =>
+        Object.defineProperty({ ...value }, key, {
+          enumerable: true,
+          get() {
+            throw new Error(secret);
+          },
+        });
+      const trap = new Proxy([id], {
+        get() {
+          throw new TypeError(secret);
+        },
+      });
+      const date = new Proxy(new Date('2040-01-01T00:00:00Z'), {
+        getPrototypeOf() {
+          throw new Error(secret);
+        },
+      });
+      const change = { sagaType: 'scripted', sagaId: id, reason: 'operator' };
+      const before = await rows.counts();
+      const calls: [string, () => Promise<unknown>][] = [
+        ['listSagas', () => ops.listSagas(throwing({ limit: 5 }, 'limit'))],
+        ['listSagas', () => ops.listSagas(throwing({ limit: 5 }, 'cursor'))],
+        ['getSaga', () => ops.getSaga(throwing({ sagaType: 'scripted', sagaId: id }, 'sagaId'))],
+        ['listTimers', () => ops.listTimers(throwing({ limit: 5 }, 'status'))],
+        ['listOutbox', () => ops.listOutbox(throwing({ limit: 5 }, 'sagaId'))],
+        ['forceComplete', () => ops.forceComplete(throwing(change, 'reason'))],
+        ['reopen', () => ops.reopen(throwing(change, 'expectedVersion'))],
+        ['requeueTimers', () => ops.requeueTimers(trap)],
+        ['cancelTimers', () => ops.cancelTimers(trap)],
+        ['rescheduleTimers', () => ops.rescheduleTimers([id], date)],
+        ['purge', () => ops.purge(throwing({ expiredMessageIds: true }, 'batchSize'))],
+      ];
+      for (const [operation, call] of calls) {
+        const error = await errorOf(call());
+        expect(error, operation).toMatchObject({ code: 'OPTION_INVALID', details: { operation } });
+        expect((error as Error).message).not.toContain(secret);
+      }
+      expect(await rows.counts()).toEqual(before);
     });
 
     describe('listing sagas', () => {
@@ -219,6 +267,32 @@ for (const dialect of DIALECTS) {
         await start(uniqueKey('cursor'));
         const next = await ops.listSagas({ createdAfter: from, limit: 1, cursor });
         expect(next.items.map((s) => s.createdAt)).toEqual([from]);
+      });
+
+      it('refuses a cursor built with a valid digest but a created_at outside years 1 to 9999 as CURSOR_INVALID, before SQL', async () => {
+        const { ops, start } = setup('2033-02-01T00:00:00Z');
+        await start(uniqueKey('forged'), [
+          { op: 'schedule', name: 't', after: 1_000 },
+          { op: 'send', message: { type: 'Hello' } },
+        ]);
+        // The digest is not a secret: anyone can build a cursor for these filters (see page-cursor.ts).
+        const id = '0190b6d2-7c1e-7aaa-8bbb-123456789abc';
+        const listings = [
+          (createdAtMs: number) =>
+            ops.listSagas({ sagaType: 'scripted', limit: 1, cursor: encodeCursor({ createdAtMs, sagaType: 'scripted', id }, SAGAS) }),
+          (createdAtMs: number) =>
+            ops.listTimers({ limit: 1, cursor: encodeCursor({ createdAtMs, sagaType: '', id }, { table: 'saga_timer' }) }),
+          (createdAtMs: number) =>
+            ops.listOutbox({ limit: 1, cursor: encodeCursor({ createdAtMs, sagaType: '', id }, { table: 'saga_outbox' }) }),
+        ];
+        for (const list of listings) {
+          // The first and last instants a row can have are taken (so the digest is right)...
+          for (const at of [EARLIEST_STATE_DATE_MS, LATEST_STATE_DATE_MS]) await expect(list(at)).resolves.toHaveProperty('items');
+          // ...anything outside them was PERSISTENCE_FAILED on PostgreSQL and SCHEMA_INVALID on SQLite.
+          for (const at of [9e15, -8.64e15, Date.UTC(10_000, 0, 1), EARLIEST_STATE_DATE_MS - 1, LATEST_STATE_DATE_MS + 1]) {
+            await expect(list(at), String(at)).rejects.toMatchObject({ code: 'CURSOR_INVALID' });
+          }
+        }
       });
     });
 

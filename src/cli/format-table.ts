@@ -1,12 +1,13 @@
 import { terminalText } from './terminal-text.js';
 
 /**
- * A cell's text: ISO dates, `-` for nothing, whitespace runs (newlines of an error) folded to one space, and
+ * A cell's text: ISO dates (`(not a date)` for an Invalid Date), `-` for nothing, whitespace runs (newlines of an error) folded to one space, and
  * terminal control characters shown as escapes ({@link terminalText}).
  */
 export function cell(value: unknown): string {
   if (value === null || value === undefined || value === '') return '-';
-  if (value instanceof Date) return value.toISOString();
+  // A state Date property holding what JavaScript cannot (PostgreSQL's infinity) is an Invalid Date.
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? '(not a date)' : value.toISOString();
   const text = typeof value === 'object' ? JSON.stringify(value) : String(value);
   return terminalText(text.replace(/\s+/g, ' '));
 }

@@ -2,6 +2,7 @@ import { SagaDefinitionError } from '../errors.js';
 import type { SagaRuntime } from '../saga/saga-runtime.js';
 import { consoleLogger, type SagaLogger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
+import { MAX_SPAN_MS, MAX_WAIT_MS, shownOption } from '../time/option-ranges.js';
 import type { OutboxEnvelope } from './outbox-envelope.js';
 
 /** What happens to timers that came due while no dispatcher ran (the catch-up backlog). */
@@ -60,7 +61,7 @@ export interface SagaDispatcherOptions {
   /** Source of "now". Default: the runtime's clock. */
   readonly clock?: Clock;
   /**
-   * Pause after a pass that found nothing to do, ms. Default 5,000. Also how long the loop leaves a table whose
+   * Pause after a pass that found nothing to do, ms, at most {@link MAX_WAIT_MS}. Default 5,000. Also how long the loop leaves a table whose
    * claim came back empty unclaimed while the other table keeps it busy.
    */
   readonly pollIntervalMs?: number;
@@ -70,18 +71,19 @@ export interface SagaDispatcherOptions {
    */
   readonly batchSize?: number;
   /**
-   * Failed deliveries a row may collect; the last one dead-letters it. At least 2: a row delivered beside
+   * Failed deliveries a row may collect; the last one dead-letters it. At least 2 and at most
+   * {@link MAX_DISPATCH_ATTEMPTS}: a row delivered beside
    * a delivery that killed the process is charged once for that lost delivery before it runs alone, so
    * with 1 a healthy row would be dead-lettered undelivered. Default 10.
    */
   readonly maxAttempts?: number;
   /**
-   * Lease of a claim, ms: exclusive ownership; a crashed dispatcher's rows are taken over after it. While a
+   * Lease of a claim, ms, at most {@link MAX_WAIT_MS}: exclusive ownership; a crashed dispatcher's rows are taken over after it. While a
    * claimed row waits for a slot or is being delivered, its lease is renewed every `leaseMs / 3`, so a
    * delivery within `deliveryTimeoutMs` keeps it however long that is. Default 30,000.
    */
   readonly leaseMs?: number;
-  /** Retry delay after a failed delivery: `min(maxMs, baseMs * 2^(attempts-1))`, half of it jittered. */
+  /** Retry delay after a failed delivery: `min(maxMs, baseMs * 2^(attempts-1))`, half of it jittered; each at most {@link MAX_SPAN_MS}. */
   readonly backoff?: {
     /** Default 1,000 ms. */
     readonly baseMs?: number;
@@ -94,24 +96,31 @@ export interface SagaDispatcherOptions {
   readonly catchUp?: {
     /** Default `fire-all`. */
     readonly policy?: CatchUpPolicy;
-    /** Threshold of `skip-beyond-max-age`, ms. Default 86,400,000 (1 day). */
+    /** Threshold of `skip-beyond-max-age`, ms, at most {@link MAX_SPAN_MS}. Default 86,400,000 (1 day). */
     readonly maxAgeMs?: number;
     /**
      * A never-attempted timer overdue by more than this (ms) counts as backlog for `fire-latest-per-saga`:
-     * a running dispatcher would have fired it within a poll interval. Default 60,000.
+     * a running dispatcher would have fired it within a poll interval. At most {@link MAX_SPAN_MS}. Default 60,000.
      */
     readonly backlogAfterMs?: number;
   };
   /** Deliveries and publishes in flight at once. Default 10. */
   readonly concurrency?: number;
-  /** A delivery or publish still running after this long (ms) counts as failed; its late result is discarded. Default 60,000. */
+  /**
+   * A delivery or publish still running after this long (ms, at most {@link MAX_WAIT_MS}) counts as failed; its
+   * late result is discarded. Default 60,000.
+   */
   readonly deliveryTimeoutMs?: number;
-  /** Cap of the loop's wait between passes that failed (database outage), ms; it doubles from the poll interval. Default 30,000. */
+  /**
+   * Cap of the loop's wait between passes that failed (database outage), ms, at most {@link MAX_WAIT_MS}; it doubles
+   * from the poll interval. Default 30,000.
+   */
   readonly dbRetryMaxMs?: number;
   /**
    * Longest `stop()` waits, ms of the dispatcher's clock, for deliveries in flight and for the database
    * (a statement the database never answers); after it `stop()` resolves anyway, logs what it left
-   * behind, and the abandoned rows are re-claimed after their lease. Default `deliveryTimeoutMs + 10,000`.
+   * behind, and the abandoned rows are re-claimed after their lease. At most {@link MAX_WAIT_MS}. Default
+   * `deliveryTimeoutMs + 10,000` (at most {@link MAX_WAIT_MS}).
    */
   readonly stopTimeoutMs?: number;
   /** Where outages, failures and dead letters are reported. Default: console, warnings and errors. */
@@ -153,15 +162,20 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
     fail("'publish' must be an async function taking an envelope.");
   const positive = (name: string, value: number, integer = false) => {
     if (!(value > 0) || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
-      fail(`${name} must be a positive ${integer ? 'integer' : 'number'}; got ${value}.`);
+      fail(`${name} must be a positive ${integer ? 'integer' : 'number'}; got ${shownOption(value)}.`);
     }
+    return value;
+  };
+  /** A positive duration of at most `max` ms: a wait (`MAX_WAIT_MS`) or a span from now (`MAX_SPAN_MS`). */
+  const duration = (name: string, value: number, max: number) => {
+    if (positive(name, value) > max) fail(`${name} must be at most ${max} ms; got ${value}.`);
     return value;
   };
   const policy = options.catchUp?.policy ?? CATCH_UP_POLICIES.FIRE_ALL;
   if (!Object.values(CATCH_UP_POLICIES).includes(policy)) {
     fail(`catchUp.policy must be one of ${Object.values(CATCH_UP_POLICIES).join(', ')}; got ${String(policy)}.`);
   }
-  const deliveryTimeoutMs = positive('deliveryTimeoutMs', options.deliveryTimeoutMs ?? DEFAULT_DELIVERY_TIMEOUT_MS);
+  const deliveryTimeoutMs = duration('deliveryTimeoutMs', options.deliveryTimeoutMs ?? DEFAULT_DELIVERY_TIMEOUT_MS, MAX_WAIT_MS);
   const concurrency = positive('concurrency', options.concurrency ?? DEFAULT_DELIVERY_CONCURRENCY, true);
   // Bound as a statement's LIMIT: above 2^53 a number is no longer an exact integer, and SQLite refuses it there.
   if (concurrency > Number.MAX_SAFE_INTEGER) fail(`concurrency must be at most ${Number.MAX_SAFE_INTEGER}; got ${concurrency}.`);
@@ -175,24 +189,29 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
     runtime: options.runtime,
     publish: options.publish,
     clock: options.clock ?? options.runtime.options.clock,
-    pollIntervalMs: positive('pollIntervalMs', options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS),
+    pollIntervalMs: duration('pollIntervalMs', options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, MAX_WAIT_MS),
     batchSize,
-    maxAttempts: atLeastTwo(positive('maxAttempts', options.maxAttempts ?? DEFAULT_DISPATCH_MAX_ATTEMPTS, true), fail),
-    leaseMs: positive('leaseMs', options.leaseMs ?? DEFAULT_LEASE_MS),
+    maxAttempts: attemptsInRange(positive('maxAttempts', options.maxAttempts ?? DEFAULT_DISPATCH_MAX_ATTEMPTS, true), fail),
+    leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULT_LEASE_MS, MAX_WAIT_MS),
     backoff: {
-      baseMs: positive('backoff.baseMs', options.backoff?.baseMs ?? DEFAULT_BACKOFF_BASE_MS),
-      maxMs: positive('backoff.maxMs', options.backoff?.maxMs ?? DEFAULT_BACKOFF_MAX_MS),
+      baseMs: duration('backoff.baseMs', options.backoff?.baseMs ?? DEFAULT_BACKOFF_BASE_MS, MAX_SPAN_MS),
+      maxMs: duration('backoff.maxMs', options.backoff?.maxMs ?? DEFAULT_BACKOFF_MAX_MS, MAX_SPAN_MS),
       jitter: options.backoff?.jitter ?? true,
     },
     catchUp: {
       policy,
-      maxAgeMs: positive('catchUp.maxAgeMs', options.catchUp?.maxAgeMs ?? DEFAULT_MAX_CATCH_UP_AGE_MS),
-      backlogAfterMs: positive('catchUp.backlogAfterMs', options.catchUp?.backlogAfterMs ?? DEFAULT_BACKLOG_AFTER_MS),
+      maxAgeMs: duration('catchUp.maxAgeMs', options.catchUp?.maxAgeMs ?? DEFAULT_MAX_CATCH_UP_AGE_MS, MAX_SPAN_MS),
+      backlogAfterMs: duration('catchUp.backlogAfterMs', options.catchUp?.backlogAfterMs ?? DEFAULT_BACKLOG_AFTER_MS, MAX_SPAN_MS),
     },
     concurrency,
     deliveryTimeoutMs,
-    dbRetryMaxMs: positive('dbRetryMaxMs', options.dbRetryMaxMs ?? DEFAULT_DB_RETRY_MAX_MS),
-    stopTimeoutMs: positive('stopTimeoutMs', options.stopTimeoutMs ?? deliveryTimeoutMs + DEFAULT_STOP_GRACE_MS),
+    dbRetryMaxMs: duration('dbRetryMaxMs', options.dbRetryMaxMs ?? DEFAULT_DB_RETRY_MAX_MS, MAX_WAIT_MS),
+    // The default stays a wait a timer keeps, however long the delivery timeout.
+    stopTimeoutMs: duration(
+      'stopTimeoutMs',
+      options.stopTimeoutMs ?? Math.min(deliveryTimeoutMs + DEFAULT_STOP_GRACE_MS, MAX_WAIT_MS),
+      MAX_WAIT_MS,
+    ),
     logger: options.logger ?? consoleLogger('warn'),
     verifySchema: options.verifySchema ?? true,
   };
@@ -206,16 +225,23 @@ export function retryDelayMs(attempts: number, backoff: ResolvedDispatcherOption
   return backoff.jitter ? ceiling / 2 + random() * (ceiling / 2) : ceiling;
 }
 
+/** Largest `maxAttempts`: a row's `attempts` column is a 32-bit integer. */
+export const MAX_DISPATCH_ATTEMPTS = 2_147_483_647;
+
 /**
  * `maxAttempts` below 2 is refused: a lost lease is charged to every row whose delivery had started when the
  * process died (the poison and the rows delivered beside it); the next delivery of each runs alone, so only
  * the poison is charged again. With one attempt the first, shared charge would dead-letter healthy rows.
+ * Above {@link MAX_DISPATCH_ATTEMPTS} the count would overflow its column before the row is dead-lettered.
  */
-function atLeastTwo(maxAttempts: number, fail: (message: string) => never): number {
+function attemptsInRange(maxAttempts: number, fail: (message: string) => never): number {
   if (maxAttempts < 2) {
     fail(
       `maxAttempts must be at least 2; got ${maxAttempts}. A row delivered beside one that killed the process is charged once for the lost delivery before it runs alone; with 1 it would be dead-lettered undelivered.`,
     );
+  }
+  if (maxAttempts > MAX_DISPATCH_ATTEMPTS) {
+    fail(`maxAttempts must be at most ${MAX_DISPATCH_ATTEMPTS} (the attempts column is a 32-bit integer); got ${maxAttempts}.`);
   }
   return maxAttempts;
 }

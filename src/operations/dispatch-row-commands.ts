@@ -1,7 +1,7 @@
 import { freshFork, isDriverException, isInvalidFieldName, isPoolTimeout, isTableNotFound, isUniqueViolation } from '../orm/compat.js';
 import type { DispatchTable } from '../sql/dispatch-statements.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
-import { checkDate, checkIds, invalidInput } from './operation-input.js';
+import { checkDate, checkedInput, checkIds, invalidInput } from './operation-input.js';
 import {
   type BulkItem,
   type BulkResult,
@@ -63,7 +63,7 @@ async function perItem<TStatus extends ItemStatus>(
  * dead-lettered and is reported `conflict`.
  */
 export async function requeueRows(ops: OperationsContext, table: DispatchTable, ids: unknown): Promise<BulkResult<RequeueStatus>> {
-  const checked = checkIds(ids, 'ids');
+  const checked = checkedInput(table === 'saga_timer' ? 'requeueTimers' : 'requeueOutbox', () => checkIds(ids, 'ids'));
   const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
   const states = await rowStates(ops, table, checked);
   return perItem<RequeueStatus>(
@@ -91,7 +91,7 @@ export async function requeueRows(ops: OperationsContext, table: DispatchTable, 
 
 /** Deletes pending timers. A timer being delivered right now loses its claim: its firing is dropped as stale. */
 export async function cancelTimers(ops: OperationsContext, ids: unknown): Promise<BulkResult<CancelStatus>> {
-  const checked = checkIds(ids, 'ids');
+  const checked = checkedInput('cancelTimers', () => checkIds(ids, 'ids'));
   const { table, column: c } = ops.db.tables.saga_timer;
   const states = await rowStates(ops, 'saga_timer', checked);
   return perItem<CancelStatus>(
@@ -111,9 +111,12 @@ export async function cancelTimers(ops: OperationsContext, ids: unknown): Promis
 
 /** Moves pending timers to a new due time, with a new token (a delivery in flight can no longer fire it). */
 export async function rescheduleTimers(ops: OperationsContext, ids: unknown, dueAt: unknown): Promise<BulkResult<RescheduleStatus>> {
-  const checked = checkIds(ids, 'ids');
-  const due = checkDate(dueAt, 'dueAt');
-  if (!due) throw invalidInput('rescheduleTimers needs dueAt: the new due time (a Date).');
+  const { checked, due } = checkedInput('rescheduleTimers', () => {
+    const checked = checkIds(ids, 'ids');
+    const due = checkDate(dueAt, 'dueAt');
+    if (!due) throw invalidInput('rescheduleTimers needs dueAt: the new due time (a Date).');
+    return { checked, due };
+  });
   const { table, column: c } = ops.db.tables.saga_timer;
   const states = await rowStates(ops, 'saga_timer', checked);
   return perItem<RescheduleStatus>(

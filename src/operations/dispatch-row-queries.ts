@@ -1,9 +1,11 @@
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { freshFork } from '../orm/compat.js';
+import { storedDateProblem, storedValueInvalid } from '../saga/stored-values.js';
 import type { OutboxProperty, TimerProperty } from '../sql/database-context.js';
 import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
+import { HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
 import { queryRows } from '../sql/sql-executor.js';
-import { checkLimit, checkName, checkOneOf, checkUuid, invalidInput } from './operation-input.js';
+import { checkedInput, checkLimit, checkName, checkOneOf, checkUuid, invalidInput } from './operation-input.js';
 import {
   DISPATCH_ROW_STATUSES,
   type DispatchRowQuery,
@@ -83,9 +85,10 @@ async function readRows<T extends DispatchTable>(
 }
 
 function rowOf(ops: OperationsContext, table: DispatchTable, row: Record<string, unknown>, now: Date): TimerRow | OutboxRow {
-  const { readDate, readJson } = ops.db.dialect;
-  const dispatchedAt = readDate(row.dispatchedAt);
-  const lockedUntil = readDate(row.lockedUntil);
+  const { readJson } = ops.db.dialect;
+  const date = storedDates(ops, table, row);
+  const dispatchedAt = date('dispatchedAt');
+  const lockedUntil = date('lockedUntil');
   const status: DispatchRowStatus = dispatchedAt
     ? (String(row.outcome) as DispatchRowStatus)
     : lockedUntil && lockedUntil > now
@@ -98,20 +101,44 @@ function rowOf(ops: OperationsContext, table: DispatchTable, row: Record<string,
     sagaId: String(row.sagaId),
     messageType: String(row.messageType),
     payload: readJsonLeniently(readJson, row.payload),
-    availableAt: readDate(row.availableAt)!,
+    availableAt: date('availableAt', true)!,
     attempts: Number(row.attempts),
     lastError: (row.lastError as string | null) ?? null,
     lockedUntil,
     dispatchedAt,
-    deadLetteredAt: readDate(row.deadLetteredAt),
+    deadLetteredAt: date('deadLetteredAt'),
     deadLetterReason: (row.deadLetterReason as string | null) ?? null,
     correlationId: (row.correlationId as string | null) ?? null,
-    createdAt: readDate(row.createdAt)!,
+    createdAt: date('createdAt', true)!,
   };
   if (table === DISPATCH_TABLES.outbox) {
     return { ...common, headers: readJsonLeniently(readJson, row.headers) as Record<string, string> };
   }
-  return { ...common, name: String(row.name), step: (row.step as string | null) ?? null, dueAt: readDate(row.dueAt)! };
+  return { ...common, name: String(row.name), step: (row.step as string | null) ?? null, dueAt: date('dueAt', true)! };
+}
+
+/**
+ * Reads the timestamp columns of one listed row as the runtime and the dispatcher read them: a value that is not
+ * a timestamp from year 1 to 9999 is `STORED_VALUE_INVALID` naming the row and the column, never a Date that
+ * prints as null (a dispatched row shown pending) or fails to print.
+ */
+function storedDates(ops: OperationsContext, table: DispatchTable, row: Record<string, unknown>) {
+  return (property: 'availableAt' | 'lockedUntil' | 'dispatchedAt' | 'deadLetteredAt' | 'createdAt' | 'dueAt', required = false) => {
+    const value = row[property];
+    if (value == null && !required) return null;
+    const date = value == null ? null : ops.db.dialect.readDate(value);
+    const problem = storedDateProblem(date);
+    if (problem === undefined) return date;
+    const column = unquoted((ops.db.tables[table].column as Record<string, string>)[property]!);
+    const where = { table, sagaType: String(row.sagaType), sagaId: String(row.sagaId), rowId: String(row.id) };
+    throw storedValueInvalid(where, column, problem, 'set it to a timestamp from year 1 to 9999, or delete the row');
+  };
+}
+
+/** A column name as MikroORM's metadata has it, from its quoted form in the statements (`"due_at"`, `` `due_at` ``). */
+export function unquoted(name: string): string {
+  const quote = name.charAt(0);
+  return (quote === '"' || quote === '`') && name.endsWith(quote) ? name.slice(1, -1).replaceAll(quote + quote, quote) : name;
 }
 
 /** A payload that is not JSON (a row written by hand) is shown as its text rather than failing the listing. */
@@ -123,15 +150,9 @@ function readJsonLeniently(readJson: (value: unknown) => unknown, value: unknown
   }
 }
 
-/** Lists timers or outbox rows newest first (created_at, id), filtered and paged in SQL. */
-export async function listDispatchRows<T extends DispatchTable>(
-  ops: OperationsContext,
-  table: T,
-  query: DispatchRowQuery,
-): Promise<Page<RowOf<T>>> {
+function checkRowQuery(table: DispatchTable, query: DispatchRowQuery) {
   if (typeof query !== 'object' || query === null) throw invalidInput('Listing rows needs a query object with a limit.');
   const limit = checkLimit(query.limit, 'limit');
-  const c = ops.db.tables[table].column as Record<string, string>;
   const filters = {
     table,
     status: checkOneOf(query.status, 'status', TABLE_STATUSES[table]),
@@ -141,7 +162,20 @@ export async function listDispatchRows<T extends DispatchTable>(
     name: checkName(query.name, 'The name filter', COLUMN_LIMITS.timerName),
   };
   if (filters.name !== undefined && table !== DISPATCH_TABLES.timer) throw invalidInput('Outbox rows have no name to filter by.');
-  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor, filters, new Set());
+  const { cursor } = query;
+  const after = cursor === undefined ? undefined : decodeCursor(cursor, filters, new Set());
+  return { limit, filters, after };
+}
+
+/** Lists timers or outbox rows newest first (created_at, id), filtered and paged in SQL. */
+export async function listDispatchRows<T extends DispatchTable>(
+  ops: OperationsContext,
+  table: T,
+  query: DispatchRowQuery,
+): Promise<Page<RowOf<T>>> {
+  const operation = table === DISPATCH_TABLES.timer ? 'listTimers' : 'listOutbox';
+  const { limit, filters, after } = checkedInput(operation, () => checkRowQuery(table, query));
+  const c = ops.db.tables[table].column as Record<string, string>;
   const where: string[] = [];
   const params: unknown[] = [];
   if (filters.status) {
@@ -198,13 +232,17 @@ async function handledMessages(ops: OperationsContext, sagaType: string, sagaId:
   const { table, column: c } = ops.handledMessages;
   const rows = await queryRows<Record<string, unknown>>(
     freshFork(ops.db.em),
-    `select ${c.messageId} as "messageId", ${c.version} as "version", ${c.processedAt} as "processedAt" from ${table}
+    `select ${c.id} as "id", ${c.messageId} as "messageId", ${c.version} as "version", ${c.processedAt} as "processedAt" from ${table}
      where ${c.sagaType} = ? and ${c.sagaId} = ? order by ${c.processedAt} desc, ${c.id} desc limit ?`,
     [sagaType, sagaId, limit],
   );
-  return rows.map((row) => ({
-    messageId: String(row.messageId),
-    version: Number(row.version),
-    processedAt: ops.db.dialect.readDate(row.processedAt)!,
-  }));
+  return rows.map((row) => {
+    const processedAt = ops.db.dialect.readDate(row.processedAt);
+    const problem = storedDateProblem(processedAt);
+    if (problem) {
+      const where = { table: HANDLED_MESSAGE_TABLE, sagaType, sagaId, rowId: String(row.id) };
+      throw storedValueInvalid(where, unquoted(c.processedAt), problem, 'set it to a timestamp from year 1 to 9999, or delete the row');
+    }
+    return { messageId: String(row.messageId), version: Number(row.version), processedAt: processedAt! };
+  });
 }

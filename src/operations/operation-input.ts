@@ -1,4 +1,4 @@
-import { SagaValidationError } from '../errors.js';
+import { SagaError, SagaValidationError } from '../errors.js';
 import { kindOf, nameProblem } from '../saga/stored-text.js';
 import { dueAtProblem } from '../time/due-date-range.js';
 
@@ -18,6 +18,26 @@ export function invalidInput(message: string, details: Record<string, unknown> =
   return new SagaValidationError('OPTION_INVALID', message, details);
 }
 
+/**
+ * Runs the input checks of the operator call `operation`. They are the only code that reads the caller's input,
+ * so what else they throw (a getter or a Proxy trap of the input throwing) is the input's fault: `OPTION_INVALID`,
+ * not a database failure. The checked values they return are plain: read once, they cannot change before use.
+ */
+export function checkedInput<T>(operation: string, check: () => T): T {
+  try {
+    return check();
+  } catch (error) {
+    if (error instanceof SagaError) throw error;
+    const name = error instanceof Error ? error.constructor.name : typeof error;
+    throw new SagaValidationError(
+      'OPTION_INVALID',
+      `${operation}: reading its input threw ${name}; nothing was read or written. Pass plain data (objects, arrays, strings, numbers, Dates) whose properties read without throwing.`,
+      { operation },
+      { cause: error },
+    );
+  }
+}
+
 /** An integer in `1..max`. */
 export function checkLimit(value: unknown, what: string, max = MAX_PAGE_LIMIT): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
@@ -28,12 +48,16 @@ export function checkLimit(value: unknown, what: string, max = MAX_PAGE_LIMIT): 
   return value;
 }
 
-/** A valid Date within the range both databases store, or undefined when not given. */
+/**
+ * A valid Date within the range both databases store, or undefined when not given. Returns a copy: the caller's
+ * Date (or a subclass of it) is read once, here, and never handed to the driver.
+ */
 export function checkDate(value: unknown, what: string): Date | undefined {
   if (value === undefined) return undefined;
-  const problem = value instanceof Date ? dueAtProblem(value.getTime()) : `is ${kindOf(value)}, not a Date`;
+  const ms = value instanceof Date ? Date.prototype.getTime.call(value) : Number.NaN;
+  const problem = value instanceof Date ? dueAtProblem(ms) : `is ${kindOf(value)}, not a Date`;
   if (problem) throw invalidInput(`${what} ${problem}: pass a valid Date between 1970 and 9999.`);
-  return value as Date;
+  return new Date(ms);
 }
 
 /** A uuid in its 36-character form, returned in lower case. */

@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
 import { SagaValidationError } from '../errors.js';
+import { EARLIEST_STATE_DATE_MS, LATEST_STATE_DATE_MS } from '../saga/state-values.js';
 
 /** Where a page ended: the last row's sort key (newest first: created_at, then saga type, then id). */
 export interface PagePosition {
+  /** Epoch ms, from year 1 to 9999: the created_at values a listing reads (`STORED_VALUE_INVALID` outside them). */
   readonly createdAtMs: number;
   /** The saga type of the last row ('' where the listing has one type per row table). */
   readonly sagaType: string;
@@ -31,7 +33,8 @@ export function encodeCursor(position: PagePosition, filters: unknown): string {
 
 /**
  * Reads a cursor returned by the same query.
- * @throws SagaValidationError `CURSOR_INVALID` when it is not one: edited, truncated, or from other filters.
+ * @throws SagaValidationError `CURSOR_INVALID` when it is not one: edited, truncated, or from other filters; every
+ *   field is checked before it reaches SQL (a position outside years 1 to 9999 too).
  */
 export function decodeCursor(cursor: unknown, filters: unknown, knownTypes: ReadonlySet<string>): PagePosition {
   const refuse = (why: string): never => {
@@ -54,6 +57,10 @@ export function decodeCursor(cursor: unknown, filters: unknown, knownTypes: Read
   if (
     typeof createdAtMs !== 'number' ||
     !Number.isSafeInteger(createdAtMs) ||
+    // The instants a listed row can have (a row outside them is refused as it is read): the digest is not a
+    // secret, so a built cursor must not reach SQL with a date the driver cannot write.
+    createdAtMs < EARLIEST_STATE_DATE_MS ||
+    createdAtMs > LATEST_STATE_DATE_MS ||
     typeof sagaType !== 'string' ||
     (sagaType !== '' && !knownTypes.has(sagaType)) ||
     typeof id !== 'string' ||

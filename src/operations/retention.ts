@@ -1,15 +1,14 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { freshFork, inFreshTransaction } from '../orm/compat.js';
-import { DEFAULT_PURGE_BATCH_SIZE } from '../saga/handled-messages.js';
+import { DEFAULT_PURGE_BATCH_SIZE, MAX_PURGE_BATCH_SIZE } from '../saga/handled-messages.js';
 import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
-import { checkDate, checkLimit, invalidInput } from './operation-input.js';
+import { checkDate, checkedInput, checkLimit, invalidInput } from './operation-input.js';
 import { DISPATCH_ROW_STATUSES, type PurgeOptions, type PurgeReport } from './operation-types.js';
 import type { OperationsContext } from './operations-context.js';
 import type { SagaTable } from './saga-table.js';
 
-/** Largest `batchSize` of a purge. */
-export const MAX_PURGE_BATCH_SIZE = 100_000;
+export { MAX_PURGE_BATCH_SIZE };
 
 interface Batching {
   readonly batchSize: number;
@@ -119,7 +118,9 @@ function checkPurge(options: PurgeOptions) {
  * exactly one of them.
  */
 export async function purge(ops: OperationsContext, options: PurgeOptions): Promise<PurgeReport> {
-  const { dispatchedBefore, completedSagasBefore, includeDeadLettered, expiredMessageIds, batching } = checkPurge(options);
+  const { dispatchedBefore, completedSagasBefore, includeDeadLettered, expiredMessageIds, batching } = checkedInput('purge', () =>
+    checkPurge(options),
+  );
   let batches = 0;
   const run = async (batch: () => Promise<number>) => {
     const done = await inBatches(batching, batch);

@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/core';
+import type { DialectAdapter } from '../dialect/dialect-adapter.js';
 import { SagaConcurrencyError, SagaValidationError } from '../errors.js';
 import { uuidV7 } from '../ids/uuid-v7.js';
 import { inFreshTransaction } from '../orm/compat.js';
+import { fieldOf, SAGA_COLUMN_FIXES, storedDateProblem, storedValueInvalid, storedVersionProblem } from '../saga/stored-values.js';
 import { insertOutboxMessages } from '../sql/outbox-statements.js';
 import { queryRows, runStatement } from '../sql/sql-executor.js';
-import { checkReason, checkUuid, invalidInput } from './operation-input.js';
+import { checkedInput, checkReason, checkUuid, invalidInput } from './operation-input.js';
 import { OPERATOR_MESSAGE_TYPES, type SagaChange, type SagaChangeRequest } from './operation-types.js';
 import type { OperationsContext } from './operations-context.js';
 import { sagaTableOf } from './saga-queries.js';
@@ -18,7 +20,7 @@ function checkRequest(ops: OperationsContext, request: SagaChangeRequest) {
   const saga = sagaTableOf(ops, request.sagaType);
   const sagaId = checkUuid(request.sagaId, 'sagaId');
   const reason = checkReason(request.reason);
-  const expected = request.expectedVersion;
+  const { expectedVersion: expected } = request;
   if (expected !== undefined && (!Number.isSafeInteger(expected) || expected < 0)) {
     throw invalidInput('expectedVersion must be an integer >= 0 (the version shown by listSagas or getSaga).', { sagaType: saga.sagaType });
   }
@@ -33,11 +35,11 @@ function checkRequest(ops: OperationsContext, request: SagaChangeRequest) {
  * @throws SagaConcurrencyError `VERSION_CONFLICT` when the saga's version is not `expectedVersion`, or changed meanwhile.
  */
 export async function changeSaga(ops: OperationsContext, kind: ChangeKind, request: SagaChangeRequest): Promise<SagaChange> {
-  const { saga, sagaId, reason, expected } = checkRequest(ops, request);
+  const { saga, sagaId, reason, expected } = checkedInput(kind, () => checkRequest(ops, request));
   const completing = kind === 'forceComplete';
   return inFreshTransaction(ops.db.em, async (em) => {
     const now = ops.clock.now();
-    const version = await readVersion(em, saga, sagaId, completing, expected);
+    const version = await readVersion(em, ops.db.dialect, saga, sagaId, completing, expected);
     const c = saga.column;
     const updated = await runStatement(
       em,
@@ -75,6 +77,7 @@ export async function changeSaga(ops: OperationsContext, kind: ChangeKind, reque
 
 async function readVersion(
   em: EntityManager,
+  dialect: DialectAdapter,
   saga: SagaTable,
   sagaId: string,
   completing: boolean,
@@ -95,7 +98,8 @@ async function readVersion(
       details,
     );
   }
-  const version = Number(row.version);
+  const version = readStoredVersion(saga, sagaId, row.version);
+  if (row.completedAt != null) readStoredCompletedAt(saga, sagaId, dialect, row.completedAt);
   if (expected !== undefined && expected !== version) throw versionConflict(saga, sagaId);
   if ((row.completedAt != null) === completing) {
     throw new SagaValidationError(
@@ -107,6 +111,32 @@ async function readVersion(
     );
   }
   return version;
+}
+
+/** The row's version, checked as the runtime checks it: a version it cannot bump exactly is `STORED_VALUE_INVALID`. */
+function readStoredVersion(saga: SagaTable, sagaId: string, value: unknown): number {
+  const version = value == null || value === '' ? Number.NaN : Number(value);
+  const problem = storedVersionProblem(version);
+  if (problem)
+    throw storedValueInvalid(
+      { table: saga.meta.tableName, sagaType: saga.sagaType, sagaId },
+      fieldOf(saga.meta, 'version'),
+      problem,
+      SAGA_COLUMN_FIXES.version,
+    );
+  return version;
+}
+
+/** A completion stamp the runtime would refuse is refused here too, rather than taken for "completed". */
+function readStoredCompletedAt(saga: SagaTable, sagaId: string, dialect: DialectAdapter, value: unknown): void {
+  const problem = storedDateProblem(dialect.readDate(value));
+  if (problem)
+    throw storedValueInvalid(
+      { table: saga.meta.tableName, sagaType: saga.sagaType, sagaId },
+      fieldOf(saga.meta, 'completedAt'),
+      problem,
+      SAGA_COLUMN_FIXES.completedAt,
+    );
 }
 
 function versionConflict(saga: SagaTable, sagaId: string): SagaConcurrencyError {

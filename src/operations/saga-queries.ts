@@ -1,11 +1,22 @@
 import { wrap } from '@mikro-orm/core';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
+import type { SagaState } from '../entities/saga-state.js';
 import { SagaValidationError } from '../errors.js';
 import { freshFork } from '../orm/compat.js';
 import { labelOf } from '../saga/stored-text.js';
+import { checkStoredSagaRow, isStackOverflow, jsonTooDeep } from '../saga/stored-values.js';
 import { queryRows } from '../sql/sql-executor.js';
 import { sagaDispatchRows } from './dispatch-row-queries.js';
-import { checkDate, checkLimit, checkName, checkOneOf, checkUuid, DEFAULT_RECENT_LIMIT, invalidInput } from './operation-input.js';
+import {
+  checkDate,
+  checkedInput,
+  checkLimit,
+  checkName,
+  checkOneOf,
+  checkUuid,
+  DEFAULT_RECENT_LIMIT,
+  invalidInput,
+} from './operation-input.js';
 import {
   type ActiveSagaCount,
   type Page,
@@ -43,20 +54,22 @@ interface SagaFilters {
 
 function checkSagaQuery(ops: OperationsContext, query: SagaListQuery): SagaFilters {
   if (typeof query !== 'object' || query === null) throw invalidInput('listSagas needs a query object with a limit.');
-  const single = query.sagaType === undefined ? undefined : sagaTableOf(ops, query.sagaType);
-  if ((query.correlation !== undefined || query.step !== undefined) && !single) {
+  // Each property read once: what is checked is what is used.
+  const { sagaType, status, correlation, step, createdAfter, createdBefore } = query;
+  const single = sagaType === undefined ? undefined : sagaTableOf(ops, sagaType);
+  if ((correlation !== undefined || step !== undefined) && !single) {
     throw invalidInput('Filtering by correlation or step needs a sagaType: each saga type has its own columns.');
   }
-  if (query.step !== undefined && single?.column.step === null) {
+  if (step !== undefined && single?.column.step === null) {
     throw invalidInput(`Saga ${single.sagaType} has no stepProperty, so it cannot be filtered by step.`, { sagaType: single.sagaType });
   }
   return {
     types: single ? [single] : [...ops.sagas.values()],
-    status: checkOneOf(query.status, 'status', Object.values(SAGA_STATUSES)) ?? SAGA_STATUSES.ALL,
-    correlation: query.correlation === undefined ? undefined : checkCorrelationValue(single!, query.correlation, 'The correlation filter'),
-    step: checkName(query.step, 'The step filter', COLUMN_LIMITS.step),
-    createdAfter: checkDate(query.createdAfter, 'createdAfter'),
-    createdBefore: checkDate(query.createdBefore, 'createdBefore'),
+    status: checkOneOf(status, 'status', Object.values(SAGA_STATUSES)) ?? SAGA_STATUSES.ALL,
+    correlation: correlation === undefined ? undefined : checkCorrelationValue(single!, correlation, 'The correlation filter'),
+    step: checkName(step, 'The step filter', COLUMN_LIMITS.step),
+    createdAfter: checkDate(createdAfter, 'createdAfter'),
+    createdBefore: checkDate(createdBefore, 'createdBefore'),
   };
 }
 
@@ -95,10 +108,14 @@ function sagaBranch(saga: SagaTable, filters: SagaFilters, after: PagePosition |
 
 /** Lists sagas newest first, filtered and paged in SQL (one statement over every type asked for). */
 export async function listSagas(ops: OperationsContext, query: SagaListQuery): Promise<Page<SagaSummary>> {
-  const filters = checkSagaQuery(ops, query);
-  const limit = checkLimit(query.limit, 'limit');
-  const fingerprint = { ...filters, types: filters.types.map((t) => t.sagaType) };
-  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor, fingerprint, new Set(ops.sagas.keys()));
+  const { filters, limit, fingerprint, after } = checkedInput('listSagas', () => {
+    const filters = checkSagaQuery(ops, query);
+    const limit = checkLimit(query.limit, 'limit');
+    const { cursor } = query;
+    const fingerprint = { ...filters, types: filters.types.map((t) => t.sagaType) };
+    const after = cursor === undefined ? undefined : decodeCursor(cursor, fingerprint, new Set(ops.sagas.keys()));
+    return { filters, limit, fingerprint, after };
+  });
   if (filters.types.length === 0) return { items: [], nextCursor: null };
   // One more than the page, to know whether a next page exists.
   const branches = typeRanks(filters.types).map(([saga, rank]) => sagaBranch(saga, filters, after, limit + 1, rank));
@@ -125,18 +142,21 @@ function typeRanks(types: readonly SagaTable[]): [SagaTable, number][] {
   return sorted.map((saga, rank) => [saga, rank]);
 }
 
+/** A listed saga; its runtime-owned columns are checked as the runtime checks them (`STORED_VALUE_INVALID`). */
 function summaryOf(ops: OperationsContext, row: Record<string, unknown>): SagaSummary {
   const { readDate } = ops.db.dialect;
-  return {
+  const summary: SagaSummary = {
     sagaType: String(row.sagaType),
     id: String(row.id),
     correlation: row.correlation == null ? null : String(row.correlation),
     step: row.step == null ? null : String(row.step),
-    version: Number(row.version),
+    version: row.version == null || row.version === '' ? Number.NaN : Number(row.version),
     createdAt: readDate(row.createdAt)!,
     updatedAt: readDate(row.updatedAt)!,
     completedAt: readDate(row.completedAt),
   };
+  checkStoredSagaRow(summary.sagaType, sagaTableOf(ops, summary.sagaType).meta, summary as unknown as SagaState);
+  return summary;
 }
 
 /**
@@ -144,23 +164,40 @@ function summaryOf(ops: OperationsContext, row: Record<string, unknown>): SagaSu
  * @returns undefined when no saga of that type has that id (or correlation value).
  */
 export async function getSaga(ops: OperationsContext, lookup: SagaLookup): Promise<SagaDetail | undefined> {
-  if (typeof lookup !== 'object' || lookup === null) throw invalidInput('getSaga needs { sagaType, sagaId } or { sagaType, correlation }.');
-  const saga = sagaTableOf(ops, lookup.sagaType);
-  if ((lookup.sagaId === undefined) === (lookup.correlation === undefined)) {
-    throw invalidInput('getSaga needs exactly one of sagaId and correlation.', { sagaType: saga.sagaType });
-  }
-  const recent = lookup.recent === undefined ? DEFAULT_RECENT_LIMIT : checkLimit(lookup.recent, 'recent');
-  const where =
-    lookup.sagaId !== undefined
-      ? { id: checkUuid(lookup.sagaId, 'sagaId') }
-      : { [saga.definition.correlationProperty]: checkCorrelationValue(saga, lookup.correlation, 'The correlation lookup') };
-  const em = freshFork(ops.db.em);
-  const entity = await em.findOne(saga.meta.class, where as never);
+  const { saga, recent, where, sagaId } = checkedInput('getSaga', () => checkLookup(ops, lookup));
+  const entity = await findSaga(ops, saga, where, sagaId);
   if (!entity) return undefined;
+  checkStoredSagaRow(saga.sagaType, saga.meta, entity);
   const state = wrap(entity as object).toObject() as Record<string, unknown>;
   const id = String(state.id);
   const summary = summaryFromState(saga, state);
   return { ...summary, state, ...(await sagaDispatchRows(ops, saga.sagaType, id, recent)) };
+}
+
+function checkLookup(ops: OperationsContext, lookup: SagaLookup) {
+  if (typeof lookup !== 'object' || lookup === null) throw invalidInput('getSaga needs { sagaType, sagaId } or { sagaType, correlation }.');
+  const saga = sagaTableOf(ops, lookup.sagaType);
+  const { sagaId, correlation } = lookup;
+  if ((sagaId === undefined) === (correlation === undefined)) {
+    throw invalidInput('getSaga needs exactly one of sagaId and correlation.', { sagaType: saga.sagaType });
+  }
+  const recent = lookup.recent === undefined ? DEFAULT_RECENT_LIMIT : checkLimit(lookup.recent, 'recent');
+  const id = sagaId === undefined ? undefined : checkUuid(sagaId, 'sagaId');
+  const where =
+    id !== undefined
+      ? { id }
+      : { [saga.definition.correlationProperty]: checkCorrelationValue(saga, correlation, 'The correlation lookup') };
+  return { saga, recent, where, sagaId: id };
+}
+
+/** The saga entity `where` finds; a row MikroORM cannot hydrate (JSON nested too deep) is `STORED_VALUE_INVALID`. */
+async function findSaga(ops: OperationsContext, saga: SagaTable, where: object, sagaId: string | undefined): Promise<SagaState | null> {
+  try {
+    return (await freshFork(ops.db.em).findOne(saga.meta.class, where as never)) as SagaState | null;
+  } catch (error) {
+    if (!isStackOverflow(error)) throw error;
+    throw jsonTooDeep(saga.meta, { sagaType: saga.sagaType, sagaId }, error);
+  }
 }
 
 function summaryFromState(saga: SagaTable, state: Record<string, unknown>): SagaSummary {

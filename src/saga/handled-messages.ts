@@ -9,6 +9,8 @@ import { nameProblem } from './stored-text.js';
 export const DEFAULT_MESSAGE_ID_RETENTION_MS = 7 * 24 * 3_600_000;
 /** Default of `purgeExpiredMessageIds({ batchSize })`: records deleted per statement. */
 export const DEFAULT_PURGE_BATCH_SIZE = 1_000;
+/** Largest `batchSize` of a purge (`purgeExpiredMessageIds`, and the operator's `purge`). */
+export const MAX_PURGE_BATCH_SIZE = 100_000;
 
 /** What {@link purgeHandledMessagesBefore} did. */
 export interface PurgeResult {

@@ -13,6 +13,7 @@ import { createDatabaseContext, type DatabaseContext } from '../sql/database-con
 import { findHandledMessage, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type Clock, ENDED, systemClock } from '../time/clock.js';
+import { isIntegerIn, isNumberIn, MAX_SPAN_MS, MAX_WAIT_MS, shownOption } from '../time/option-ranges.js';
 import { callOptions } from './call-options.js';
 import { copyMessage } from './copy-message.js';
 import { checkCorrelationId, correlationCheckFor } from './correlation-value.js';
@@ -22,6 +23,7 @@ import {
   checkMessageId,
   DEFAULT_MESSAGE_ID_RETENTION_MS,
   DEFAULT_PURGE_BATCH_SIZE,
+  MAX_PURGE_BATCH_SIZE,
   type PurgeResult,
   purgeHandledMessagesBefore,
 } from './handled-messages.js';
@@ -54,6 +56,8 @@ export const DEFAULT_RETRY_BASE_DELAY_MS = 5;
 export const DEFAULT_RETRY_MAX_DELAY_MS = 250;
 /** Default of `maxPayloadBytes`: largest JSON text of one timer message, or of one outbox message with its headers, in UTF-8 bytes. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 65_536;
+/** Largest `maxPayloadBytes` the runtime takes: 268,435,455 bytes, the largest `jsonb` value PostgreSQL stores. */
+export const MAX_PAYLOAD_BYTES_LIMIT = 268_435_455;
 
 /** Default of `verifySchema`: the schema is checked before the first unit of work. */
 export const DEFAULT_VERIFY_SCHEMA = true;
@@ -86,16 +90,16 @@ export interface SagaRuntimeOptions {
   readonly calendars?: Readonly<Record<string, BusinessCalendar>>;
   /** Optimistic-concurrency retries. */
   readonly concurrency?: {
-    /** Units of work tried per message, the first included. Default {@link DEFAULT_MAX_ATTEMPTS} (10). */
+    /** Units of work tried per message, the first included, 1 to 2^53 - 1. Default {@link DEFAULT_MAX_ATTEMPTS} (10). */
     readonly maxAttempts?: number;
-    /** Upper bound of the first retry's random wait, ms. Default {@link DEFAULT_RETRY_BASE_DELAY_MS} (5). */
+    /** Upper bound of the first retry's random wait, ms, 0 to {@link MAX_WAIT_MS}. Default {@link DEFAULT_RETRY_BASE_DELAY_MS} (5). */
     readonly baseDelayMs?: number;
-    /** Cap of any retry's random wait, ms. Default {@link DEFAULT_RETRY_MAX_DELAY_MS} (250). */
+    /** Cap of any retry's random wait, ms, 0 to {@link MAX_WAIT_MS}. Default {@link DEFAULT_RETRY_MAX_DELAY_MS} (250). */
     readonly maxDelayMs?: number;
   };
   /**
    * Largest JSON text of a timer message, or of a sent message and its headers together, in UTF-8 bytes.
-   * Default {@link DEFAULT_MAX_PAYLOAD_BYTES} (64 KiB).
+   * 1 to {@link MAX_PAYLOAD_BYTES_LIMIT}. Default {@link DEFAULT_MAX_PAYLOAD_BYTES} (64 KiB).
    */
   readonly maxPayloadBytes?: number;
   /**
@@ -108,7 +112,7 @@ export interface SagaRuntimeOptions {
     /**
      * How long a handled message id is remembered, ms: a redelivery within it is a `duplicate`, one after it
      * (and after {@link SagaRuntime.purgeExpiredMessageIds} ran) is handled anew. Make it longer than your
-     * broker's redelivery horizon. Default {@link DEFAULT_MESSAGE_ID_RETENTION_MS} (7 days).
+     * broker's redelivery horizon. 0 to {@link MAX_SPAN_MS} (100 years). Default {@link DEFAULT_MESSAGE_ID_RETENTION_MS} (7 days).
      */
     readonly retentionMs?: number;
   };
@@ -373,8 +377,14 @@ export class SagaRuntime {
   async purgeExpiredMessageIds(options: { readonly batchSize?: number; readonly maxBatches?: number } = {}): Promise<PurgeResult> {
     const batchSize = options.batchSize ?? DEFAULT_PURGE_BATCH_SIZE;
     const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
-    if (!Number.isInteger(batchSize) || batchSize < 1 || !(maxBatches >= 1)) {
-      throw new SagaDefinitionError('OPTION_INVALID', 'purgeExpiredMessageIds needs a positive integer batchSize and maxBatches >= 1.');
+    if (
+      !isIntegerIn(batchSize, 1, MAX_PURGE_BATCH_SIZE) ||
+      (maxBatches !== Number.POSITIVE_INFINITY && !isIntegerIn(maxBatches, 1, Number.MAX_SAFE_INTEGER))
+    ) {
+      throw new SagaDefinitionError(
+        'OPTION_INVALID',
+        `purgeExpiredMessageIds needs an integer batchSize from 1 to ${MAX_PURGE_BATCH_SIZE} and an integer maxBatches >= 1 (or Infinity).`,
+      );
     }
     const cutoff = new Date(this.options.clock.now().getTime() - this.options.messageIds.retentionMs);
     return purgeHandledMessagesBefore(this.options.em, cutoff, batchSize, maxBatches);
@@ -748,13 +758,23 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions, groupsAtOnce 
   const baseDelayMs = options.concurrency?.baseDelayMs ?? DEFAULT_RETRY_BASE_DELAY_MS;
   const maxDelayMs = options.concurrency?.maxDelayMs ?? DEFAULT_RETRY_MAX_DELAY_MS;
   const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
-  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) failOption(`concurrency.maxAttempts must be an integer >= 1; got ${maxAttempts}.`);
-  if (!(baseDelayMs >= 0) || !(maxDelayMs >= 0)) failOption('concurrency.baseDelayMs and maxDelayMs must be >= 0.');
+  if (!isIntegerIn(maxAttempts, 1, Number.MAX_SAFE_INTEGER)) {
+    failOption(`concurrency.maxAttempts must be an integer from 1 to ${Number.MAX_SAFE_INTEGER}; got ${shownOption(maxAttempts)}.`);
+  }
+  for (const [name, value] of [
+    ['baseDelayMs', baseDelayMs],
+    ['maxDelayMs', maxDelayMs],
+  ] as const) {
+    if (!isNumberIn(value, 0, MAX_WAIT_MS))
+      failOption(`concurrency.${name} must be a number of ms from 0 to ${MAX_WAIT_MS}; got ${shownOption(value)}.`);
+  }
   const retentionMs = options.messageIds?.retentionMs ?? DEFAULT_MESSAGE_ID_RETENTION_MS;
-  if (!Number.isFinite(retentionMs) || retentionMs < 0)
-    failOption(`messageIds.retentionMs must be a finite number of ms >= 0; got ${retentionMs}.`);
-  if (!Number.isInteger(maxPayloadBytes) || maxPayloadBytes < 1)
-    failOption(`maxPayloadBytes must be a positive integer; got ${maxPayloadBytes}.`);
+  if (!isNumberIn(retentionMs, 0, MAX_SPAN_MS)) {
+    failOption(`messageIds.retentionMs must be a number of ms from 0 to ${MAX_SPAN_MS} (100 years); got ${shownOption(retentionMs)}.`);
+  }
+  if (!isIntegerIn(maxPayloadBytes, 1, MAX_PAYLOAD_BYTES_LIMIT)) {
+    failOption(`maxPayloadBytes must be an integer from 1 to ${MAX_PAYLOAD_BYTES_LIMIT}; got ${shownOption(maxPayloadBytes)}.`);
+  }
   const groupCommit = resolveGroupCommit(options.groupCommit, groupsAtOnce, failOption);
   const calendars = new Map(Object.entries(options.calendars ?? {}));
   for (const [key, calendar] of calendars) {
@@ -790,11 +810,17 @@ function resolveGroupCommit(
   const maxUnits = option?.maxUnits ?? DEFAULT_GROUP_MAX_UNITS;
   const maxGroups = option?.maxGroups ?? groupsAtOnce;
   const lockTimeoutMs = option?.lockTimeoutMs ?? DEFAULT_GROUP_LOCK_TIMEOUT_MS;
-  if (!Number.isInteger(maxUnits) || maxUnits < 1) fail(`groupCommit.maxUnits must be an integer >= 1; got ${maxUnits}.`);
-  if (!Number.isInteger(maxGroups) || maxGroups < 1) fail(`groupCommit.maxGroups must be an integer >= 1; got ${maxGroups}.`);
+  for (const [name, value] of [
+    ['maxUnits', maxUnits],
+    ['maxGroups', maxGroups],
+  ] as const) {
+    if (!isIntegerIn(value, 1, Number.MAX_SAFE_INTEGER)) {
+      fail(`groupCommit.${name} must be an integer from 1 to ${Number.MAX_SAFE_INTEGER}; got ${shownOption(value)}.`);
+    }
+  }
   // PostgreSQL's lock_timeout is an int of milliseconds.
-  if (!Number.isInteger(lockTimeoutMs) || lockTimeoutMs < 1 || lockTimeoutMs > MAX_LOCK_TIMEOUT_MS) {
-    fail(`groupCommit.lockTimeoutMs must be an integer from 1 to ${MAX_LOCK_TIMEOUT_MS}; got ${lockTimeoutMs}.`);
+  if (!isIntegerIn(lockTimeoutMs, 1, MAX_LOCK_TIMEOUT_MS)) {
+    fail(`groupCommit.lockTimeoutMs must be an integer from 1 to ${MAX_LOCK_TIMEOUT_MS}; got ${shownOption(lockTimeoutMs)}.`);
   }
   return { maxUnits, maxGroups, lockTimeoutMs };
 }

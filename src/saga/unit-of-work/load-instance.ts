@@ -4,6 +4,7 @@ import { hydrateRow, readRowBy, readsRowsDirectly, rowReadSql } from '../../orm/
 import type { SagaMessage } from '../define-saga.js';
 import { IGNORE_REASONS, type IgnoreReason } from '../handle-result.js';
 import { type HandleTarget, type RegisteredSaga, readStep } from '../registered-saga.js';
+import { checkStoredSagaRow, isStackOverflow, jsonTooDeep } from '../stored-values.js';
 
 /** What the instance looked like before its step ran. */
 export interface InstanceSnapshot {
@@ -47,8 +48,9 @@ export async function loadInstance(
 ): Promise<LoadedInstance | IgnoredMessage> {
   const { definition } = saga;
   const [property, value] = target.kind === 'timer' ? ['id', target.timer.sagaId] : [definition.correlationProperty, target.value];
-  const found = preloaded ? await hydrateRow<SagaState>(em, saga.meta, preloaded) : await readInstance(em, saga, property, value);
+  const found = await readOrHydrate(em, saga, property, value, target, preloaded);
   if (found) {
+    checkStoredSagaRow(definition.name, saga.meta, found);
     if (found.completedAt && !definition.handlesCompleted(message.type)) {
       return { kind: 'ignored', reason: IGNORE_REASONS.COMPLETED, state: found };
     }
@@ -67,19 +69,52 @@ export async function loadInstance(
 }
 
 /**
- * The instance whose `property` is `value`, managed by `em`, or null: read with the saga's own SELECT when its
- * mapping lets that read what `em.findOne` reads (no QueryBuilder per message), else by `em.findOne` (into `em`,
- * never from MikroORM's result cache). Both read the primary database, never a read replica.
+ * The instance, hydrated from `preloaded` or read.
+ * @throws SagaPersistenceError `STORED_VALUE_INVALID` when MikroORM cannot hydrate the row's JSON (nested too deep).
  */
-async function readInstance(em: EntityManager, saga: RegisteredSaga, property: string, value: unknown): Promise<SagaState | null> {
+async function readOrHydrate(
+  em: EntityManager,
+  saga: RegisteredSaga,
+  property: string,
+  value: unknown,
+  target: HandleTarget,
+  preloaded: EntityData<object> | undefined,
+): Promise<SagaState | null> {
+  if (preloaded) return hydrate(em, saga, preloaded);
   const sql = rowReadSql(em, saga.meta, property);
   if (sql && (await readsRowsDirectly(em, saga.meta))) {
     const row = await readRowBy(em, saga.meta, sql, property, value);
-    return row ? hydrateRow<SagaState>(em, saga.meta, row) : null;
+    return row ? hydrate(em, saga, row) : null;
   }
-  // Into `em` and from the primary database, whatever the ORM config, as the SELECT above reads: `disableIdentityMap`
-  // would return an entity `em` does not manage (the step's changes never written), a global `resultCache` a cached
-  // answer, and a read replica (`preferReadReplicas`) a row that may lag behind what the version guard checks.
+  try {
+    return await findInstance(em, saga, property, value);
+  } catch (error) {
+    if (!isStackOverflow(error)) throw error;
+    // Found by its correlation value, the row's id is not known here; the value is never quoted.
+    const sagaId = target.kind === 'timer' ? target.timer.sagaId : undefined;
+    throw jsonTooDeep(saga.meta, { sagaType: saga.definition.name, sagaId }, error);
+  }
+}
+
+/** The row, hydrated into `em` as `em.findOne` would. */
+async function hydrate(em: EntityManager, saga: RegisteredSaga, row: EntityData<object>): Promise<SagaState> {
+  try {
+    return await hydrateRow<SagaState>(em, saga.meta, row);
+  } catch (error) {
+    if (!isStackOverflow(error)) throw error;
+    const id = (row as Record<string, unknown>)[saga.meta.primaryKeys[0]!];
+    throw jsonTooDeep(saga.meta, { sagaType: saga.definition.name, sagaId: id == null ? undefined : String(id) }, error);
+  }
+}
+
+/**
+ * The instance whose `property` is `value` by `em.findOne` (for mappings the saga's own SELECT does not read as
+ * it does: see `rowReadSql`), managed by `em`, or null. Into `em` and from the primary database, whatever the ORM
+ * config: `disableIdentityMap` would return an entity `em` does not manage (the step's changes never written), a
+ * global `resultCache` a cached answer, and a read replica (`preferReadReplicas`) a row that may lag behind what
+ * the version guard checks.
+ */
+async function findInstance(em: EntityManager, saga: RegisteredSaga, property: string, value: unknown): Promise<SagaState | null> {
   return (await em.findOne(saga.definition.state, { [property]: value } as never, {
     disableIdentityMap: false,
     cache: false,

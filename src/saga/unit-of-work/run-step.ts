@@ -7,6 +7,7 @@ import type { SagaMessage } from '../define-saga.js';
 import { type RegisteredSaga, readStep } from '../registered-saga.js';
 import { type FiringTimer, RecordingStepContext } from '../step-context.js';
 import { checkStepValue } from '../step-value.js';
+import { isStackOverflow, jsonPropertiesOf } from '../stored-values.js';
 import type { LoadedInstance } from './load-instance.js';
 
 /** What the step decided: the context's record plus what changed on the state entity. */
@@ -55,7 +56,7 @@ export async function runStep(
   assertRuntimeColumnsUnchanged(definition.name, state, owned);
   if (ctx.completed && !state.completedAt) state.completedAt = input.now;
   if (!ctx.completed && state.completedAt) state.completedAt = null; // reopened
-  const changeSets = computeChangeSetsOnce(em, state);
+  const changeSets = changeSetsOf(em, saga, state);
   saga.checkStateValues(state, changeSets, definition.name, state.id);
   const completed = state.completedAt != null; // undefined under forceUndefined: not completed
   const step = readStep(state, definition.stepProperty);
@@ -68,6 +69,27 @@ export async function runStep(
     state.id,
   );
   return { ctx, changed: changeSets.length > 0, completed, step };
+}
+
+/**
+ * MikroORM's change sets of the state. It writes each JSON value to text with `JSON.stringify` to compare it,
+ * which overflows JavaScript's call stack past about 4,000 levels of nesting: refused as the step's value.
+ * @throws SagaValidationError `STATE_VALUE_INVALID` naming the JSON properties.
+ */
+function changeSetsOf(em: EntityManager, saga: RegisteredSaga, state: SagaState) {
+  try {
+    return computeChangeSetsOnce(em, state);
+  } catch (error) {
+    if (!isStackOverflow(error)) throw error;
+    const sagaType = saga.definition.name;
+    const properties = jsonPropertiesOf(saga.meta).map((p) => p.name);
+    throw new SagaValidationError(
+      'STATE_VALUE_INVALID',
+      `A step of saga ${sagaType}/${state.id} set ${properties.length > 0 ? `JSON property ${properties.join(' or ')}` : 'a property'} to a value nested too deep for MikroORM to write (its JSON.stringify overflowed the call stack). Nothing was written; keep state JSON a few hundred levels deep at most.`,
+      { sagaType, sagaId: state.id },
+      { cause: error },
+    );
+  }
 }
 
 /** The columns the runtime owns: a step may read them, never change them (a new `id` would orphan the timers). */
