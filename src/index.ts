@@ -91,6 +91,8 @@ export {
   SagaRuntime,
 } from './saga/saga-runtime.js';
 export type { FiringTimer, ScheduleOptions, SendOptions, StepContext } from './saga/step-context.js';
+export type { AdviseSagaSchemaOptions, SchemaAdvice } from './schema/advise-saga-schema.js';
+export { adviseSagaSchema, RECOMMENDED_AUTOVACUUM_SETTINGS } from './schema/advise-saga-schema.js';
 export type { SchemaProblem, SchemaProblemKind, VerifySagaSchemaOptions } from './schema/verify-saga-schema.js';
 export { inspectSagaSchema, SCHEMA_FIX, SCHEMA_PROBLEM_KINDS, verifySagaSchema } from './schema/verify-saga-schema.js';
 export type { DispatchTable } from './sql/dispatch-statements.js';

@@ -1,11 +1,13 @@
-// The docs' examples are code that is checked: the README's saga definition is test/docs/order-saga.ts, its
+// The docs' examples are code that is checked: the README's saga definition is test/docs/order-saga.ts (type-checked
+// by `npm run lint` with the union of messages it sends), its
 // registration example test/docs/register-app.ts (type-checked), and the docs/testing.md snippet is the
 // marked region below (run on both databases). The first tests keep the docs and the code equal.
 // Regression: the testing.md snippet advanced the clock 31 s where no timer was due yet.
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { type OutboxEnvelope, SagaDispatcher, SagaRuntime } from '../src/index.js';
+import type { SagaDefinition } from '../src/saga/define-saga.js';
 import { advanceAndDrain, FakeClock } from '../src/testing/index.js';
 import { OrderSaga, orderSaga } from './docs/order-saga.js';
 import { DIALECTS } from './support/databases.js';
@@ -43,6 +45,11 @@ describe('the docs show the code the tests run', () => {
     expect(readme).toBe(file.replace("from '../../src/index.js'", "from 'mikro-orm-saga'"));
   });
 
+  it("README 'Define a saga' types what its saga sends: a step sending another type does not compile (npm run lint)", () => {
+    type Sent = typeof orderSaga extends SagaDefinition<OrderSaga, infer _Handled, infer Out> ? Out : never;
+    expectTypeOf<Sent>().toEqualTypeOf<{ type: 'ReserveStock'; orderId: string }>();
+  });
+
   it("README 'Add it to your MikroORM app' is test/docs/register-app.ts", async () => {
     const readme = await codeBlockAfter('README.md', '## Add it to your MikroORM app');
     const file = await read('test/docs/register-app.ts');
@@ -62,6 +69,13 @@ describe('the docs show the code the tests run', () => {
       const region = file.slice(file.indexOf('// README begin\n') + '// README begin\n'.length, file.indexOf('// README end'));
       expect(readme.trim()).toBe(region.trim().replace("from '../../../src/index.js'", "from 'mikro-orm-saga'"));
     }
+  });
+
+  it("docs/integration.md 'ES decorators under vitest' shows the plugin the MikroORM 7 leg runs (test/support/lower-es-decorators.ts)", async () => {
+    const doc = await codeBlockAfter('docs/integration.md', '## ES decorators under vitest');
+    const file = await read('test/support/lower-es-decorators.ts');
+    const region = file.slice(file.indexOf('// docs begin\n') + '// docs begin\n'.length, file.indexOf('// docs end'));
+    expect(doc).toBe(region);
   });
 
   it("docs/testing.md 'Your sagas' is this file's marked region, with its imports", async () => {

@@ -1,11 +1,18 @@
 // An app's saga state entity may be mapped with MikroORM 6's decorators, 7's legacy or ES decorators, or
 // `defineEntity` (README "Register in your app"). Each style runs on the major that has it; the decorator
 // fixtures are imported dynamically so a major never loads a decorators package it does not ship.
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { transformWithOxc } from 'vite';
 import { describe, expect, it } from 'vitest';
 import { SagaRuntime, SagaState } from '../src/index.js';
 import { ORM_MAJOR, updateSchemaSql } from '../src/orm/index.js';
 import { type StyledSagaState, styledSaga } from './fixtures/entity-style-saga.js';
 import { createTestDatabase, DIALECTS } from './support/databases.js';
+import { lowerEsDecorators } from './support/lower-es-decorators.js';
 import { uniqueKey } from './support/suite.js';
 
 /** Every style maps the README's `OrderSaga`, whose table MikroORM names after the class. */
@@ -100,3 +107,40 @@ for (const dialect of DIALECTS) {
     }
   });
 }
+
+// Regression: an app's ES-decorated entities failed to load under vitest 4 with "SyntaxError: Invalid or unexpected
+// token": Vite 8 transforms TypeScript with Oxc, which lowers legacy decorators only. docs/integration.md shows the
+// plugin the v7 leg runs its ES-decorator fixture through (test/support/lower-es-decorators.ts).
+describe('ES decorators under vitest 4 (Vite 8)', () => {
+  const fixture = join(import.meta.dirname, 'fixtures', 'v7', 'es-decorators-saga.ts');
+  // An app's tsconfig for ES decorators (this repository's own turns legacy decorators on).
+  const appTsconfig = { tsconfig: { compilerOptions: { experimentalDecorators: false } } };
+
+  /** Whether Node parses `code` as an ES module: `node --check` on a file of it; the SyntaxError when not. */
+  async function nodeParses(code: string): Promise<true | string> {
+    const dir = await mkdtemp(join(tmpdir(), 'es-decorators-'));
+    try {
+      await writeFile(join(dir, 'module.mjs'), code);
+      await promisify(execFile)(process.execPath, ['--check', join(dir, 'module.mjs')]);
+      return true;
+    } catch (error) {
+      return String((error as { stderr?: string }).stderr);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  it("Vite's Oxc transform leaves them in and Node cannot parse the module; the documented plugin lowers them first", async () => {
+    const source = await readFile(fixture, 'utf8');
+    const plain = await transformWithOxc(source, fixture, appTsconfig);
+    expect(plain.code).toContain('@Entity()');
+    expect(await nodeParses(plain.code)).toMatch(/SyntaxError/);
+
+    const plugin = lowerEsDecorators(/es-decorators-saga\.ts$/);
+    const transform = plugin.transform as (code: string, id: string) => { code: string } | null;
+    const lowered = transform.call({}, source, fixture)!;
+    const withPlugin = await transformWithOxc(lowered.code, fixture, appTsconfig);
+    expect(withPlugin.code).not.toContain('@Entity()');
+    expect(await nodeParses(withPlugin.code)).toBe(true);
+  });
+});

@@ -2,16 +2,16 @@
 // this folder and the ES-decorator fixtures lowered by TypeScript. Run it through ./run (`npm run test:v7`), which
 // also puts Node 22 first in PATH and sets NODE_OPTIONS so spawned processes load 7 as well.
 import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
 import { mergeConfig, type Plugin } from 'vite';
 import { defineConfig } from 'vitest/config';
+import { lowerEsDecorators } from '../../test/support/lower-es-decorators.js';
 import base from '../../vitest.config.js';
 
 const leg = fileURLToPath(new URL('.', import.meta.url));
 // The anchor must be a file that exists: resolution from a missing one silently falls back to 6.6.16.
 const anchor = `${leg}package.json`;
 const LEG_PACKAGES = /^(@mikro-orm\/|reflect-metadata$|dataloader$)/;
-/** Fixtures written with TC39 (ES) decorators; Oxc, vite's transformer, does not lower those. */
+/** Fixtures written with TC39 (ES) decorators; Oxc, vite's transformer, does not lower those (docs/integration.md). */
 const ES_DECORATOR_FILES = /\/test\/fixtures\/v7\/es-[^/]*\.ts$/;
 
 const resolveFromLeg: Plugin = {
@@ -26,31 +26,11 @@ const resolveFromLeg: Plugin = {
   },
 };
 
-const lowerEsDecorators: Plugin = {
-  name: 'mikro-orm-7-leg:es-decorators',
-  enforce: 'pre',
-  transform(code, id) {
-    if (!ES_DECORATOR_FILES.test(id)) return null;
-    const { outputText, sourceMapText } = ts.transpileModule(code, {
-      fileName: id,
-      compilerOptions: {
-        target: ts.ScriptTarget.ES2022,
-        module: ts.ModuleKind.ESNext,
-        experimentalDecorators: false,
-        useDefineForClassFields: false,
-        verbatimModuleSyntax: true,
-        sourceMap: true,
-      },
-    });
-    return { code: outputText, map: sourceMapText ? JSON.parse(sourceMapText) : null };
-  },
-};
-
 export default mergeConfig(
   base,
   defineConfig({
     root: fileURLToPath(new URL('../..', import.meta.url)),
-    plugins: [resolveFromLeg, lowerEsDecorators],
+    plugins: [resolveFromLeg, lowerEsDecorators(ES_DECORATOR_FILES)],
     test: { env: { MIKRO_ORM_LEG: '7' } },
   }),
 );

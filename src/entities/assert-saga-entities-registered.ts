@@ -6,7 +6,8 @@ import { SAGA_ENTITIES } from './index.js';
 /**
  * Checks that MikroORM knows every entity in {@link SAGA_ENTITIES}. Without this check a config that lists
  * them in `entities` but not in `entitiesTs` (folder-based discovery run through ts-node or tsx, where
- * MikroORM reads only `entitiesTs`) starts fine and fails at the first timer or outbox write.
+ * MikroORM reads only `entitiesTs`) starts fine and fails at the first timer or outbox write; and
+ * `migration:create` run with it writes `drop table` for the library's tables.
  *
  * An abstract base (`SagaState`, `DispatchRecord`) has no table and may not be listed in MikroORM's metadata;
  * it counts as registered when an entity MikroORM knows extends it.
@@ -29,7 +30,8 @@ export function assertSagaEntitiesRegistered(em: EntityManager): void {
     `mikro-orm-saga: MikroORM does not know the library's entities ${missing.join(', ')}. Add ...SAGA_ENTITIES to ` +
       "'entities' in your MikroORM config, and to 'entitiesTs' too when you use folder-based discovery (MikroORM " +
       "reads only 'entitiesTs' when it runs TypeScript through ts-node or tsx), e.g. " +
-      "entities: ['./dist/entities', ...SAGA_ENTITIES], entitiesTs: ['./src/entities', ...SAGA_ENTITIES]." +
+      "entities: ['./dist/entities', ...SAGA_ENTITIES], entitiesTs: ['./src/entities', ...SAGA_ENTITIES]. " +
+      "Until then, a migration generated with this config ('migration:create') drops the library's tables: do not run it." +
       hint,
     { missing },
   );

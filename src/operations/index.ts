@@ -1,5 +1,7 @@
 // Public API of mikro-orm-saga/operations: the operator API, retention and schema verification.
 
+export type { AdviseSagaSchemaOptions, SchemaAdvice } from '../schema/advise-saga-schema.js';
+export { adviseSagaSchema, RECOMMENDED_AUTOVACUUM_SETTINGS } from '../schema/advise-saga-schema.js';
 export type { SchemaProblem, SchemaProblemKind, VerifySagaSchemaOptions } from '../schema/verify-saga-schema.js';
 export { inspectSagaSchema, SCHEMA_FIX, SCHEMA_PROBLEM_KINDS, verifySagaSchema } from '../schema/verify-saga-schema.js';
 export { DEFAULT_RECENT_LIMIT, MAX_IDS_PER_CALL, MAX_PAGE_LIMIT, MAX_REASON_LENGTH } from './operation-input.js';

@@ -101,6 +101,43 @@ function assemble(
 
 const READERS: Readonly<Record<DialectAdapter['name'], CatalogReader>> = { postgresql: readPostgresql, sqlite: readSqlite };
 
+/** Storage settings per existing table (`name` to `value`); a table without any has an empty map. */
+export type TableSettings = Map<string, ReadonlyMap<string, string>>;
+
+type SettingsReader = (em: EntityManager, tables: readonly string[]) => Promise<TableSettings>;
+
+/** PostgreSQL: `pg_class.reloptions` (`{autovacuum_vacuum_threshold=1000,...}`) of each table, one query. */
+const readPostgresqlSettings: SettingsReader = async (em, tables) => {
+  const rows = await queryRows<{ relname: string; reloptions: string[] | null }>(
+    em,
+    `select c.relname, c.reloptions from pg_class c join pg_namespace n on n.oid = c.relnamespace
+     where n.nspname = current_schema() and c.relkind in ('r', 'p') and c.relname in (${placeholders(tables.length)})`,
+    [...tables],
+  );
+  const settings: TableSettings = new Map();
+  for (const row of rows) {
+    const pairs = (row.reloptions ?? []).map((option): [string, string] => {
+      const at = option.indexOf('=');
+      return [option.slice(0, at), option.slice(at + 1)];
+    });
+    settings.set(row.relname, new Map(pairs));
+  }
+  return settings;
+};
+
+/** SQLite has no per-table storage settings. */
+const readSqliteSettings: SettingsReader = async () => new Map();
+
+const SETTINGS_READERS: Readonly<Record<DialectAdapter['name'], SettingsReader>> = {
+  postgresql: readPostgresqlSettings,
+  sqlite: readSqliteSettings,
+};
+
+/** Reads the storage settings (PostgreSQL `reloptions`) of `tables` (unquoted names) that exist. */
+export function readTableSettings(em: EntityManager, dialect: DialectAdapter, tables: readonly string[]): Promise<TableSettings> {
+  return SETTINGS_READERS[dialect.name](em, tables);
+}
+
 /** Reads the columns and indexes of `tables` (unquoted names) from the catalog of the database behind `em`. */
 export function readCatalog(em: EntityManager, dialect: DialectAdapter, tables: readonly string[]): Promise<Map<string, CatalogTable>> {
   return READERS[dialect.name](em, tables);

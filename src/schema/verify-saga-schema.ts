@@ -1,8 +1,9 @@
 import type { EntityManager, EntityMetadata, EntityProperty } from '@mikro-orm/core';
 import { dialectOf } from '../dialect/dialect-adapter.js';
-import { SagaHandledMessage } from '../entities/saga-handled-message.js';
-import { SagaOutbox } from '../entities/saga-outbox.js';
-import { SagaTimer } from '../entities/saga-timer.js';
+import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
+import { SagaHandledMessage, SagaHandledMessageSchema } from '../entities/saga-handled-message.js';
+import { SagaOutbox, SagaOutboxSchema } from '../entities/saga-outbox.js';
+import { SagaTimer, SagaTimerSchema } from '../entities/saga-timer.js';
 import { SagaDefinitionError, SagaSchemaError } from '../errors.js';
 import { entityMetadata, freshFork } from '../orm/compat.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
@@ -146,23 +147,17 @@ function compareIndex(table: string, index: ExpectedTable['indexes'][number], ac
  * active-row index). Reads the catalog only: PostgreSQL `information_schema` and `pg_indexes`, SQLite
  * `pragma_table_info` and `sqlite_master`. Tables of the connection's default schema.
  * @returns every difference found; empty when the schema fits.
- * @throws SagaDefinitionError `DEFINITION_INVALID` when a library entity or a saga's state entity is not registered.
+ * @throws SagaDefinitionError `DEFINITION_INVALID` when a library entity (naming `SAGA_ENTITIES` and `entitiesTs`) or a
+ *   saga's state entity is not registered.
  * @throws SagaPersistenceError `DATABASE_UNREACHABLE` for a SQLite file that does not exist and cannot be created;
  *   the driver's error when the database cannot be reached otherwise.
  */
 export async function inspectSagaSchema(options: VerifySagaSchemaOptions): Promise<SchemaProblem[]> {
   const { em } = options;
   const expected: ExpectedTable[] = [];
-  for (const entity of LIBRARY_ENTITIES) {
-    const meta = entityMetadata(em, entity);
-    if (!meta) {
-      throw new SagaDefinitionError(
-        'DEFINITION_INVALID',
-        `Entity ${entity.name} is not registered in MikroORM: add SAGA_ENTITIES from mikro-orm-saga to the 'entities' of your ORM config.`,
-      );
-    }
-    expected.push(libraryTable(meta));
-  }
+  // Names SAGA_ENTITIES and 'entitiesTs': a config without them also generates migrations that drop the tables.
+  assertSagaEntitiesRegistered(em);
+  for (const entity of LIBRARY_ENTITIES) expected.push(libraryTable(entityMetadata(em, entity)!));
   for (const saga of options.sagas ?? []) {
     const meta = entityMetadata(em, saga.state);
     if (!meta) {
@@ -187,13 +182,35 @@ export async function inspectSagaSchema(options: VerifySagaSchemaOptions): Promi
 export async function verifySagaSchema(options: VerifySagaSchemaOptions): Promise<void> {
   const problems = await inspectSagaSchema(options);
   if (problems.length === 0) return;
+  const causes = likelyCauses(problems);
+  const because = causes.map((cause) => ` Likely cause: ${cause}.`).join('');
   throw new SagaSchemaError(
     'SCHEMA_INVALID',
-    `The database schema does not fit mikro-orm-saga: ${problems.map(describeProblem).join('; ')}. To fix it, ${SCHEMA_FIX}.`,
-    {
-      problems,
-    },
+    `The database schema does not fit mikro-orm-saga: ${problems.map(describeProblem).join('; ')}.${because} To fix it, ${SCHEMA_FIX}.`,
+    { problems, causes },
   );
+}
+
+/** The library's tables: their schemas name them, whatever the app's naming strategy. */
+const LIBRARY_TABLES: ReadonlySet<string> = new Set(
+  [SagaTimerSchema, SagaOutboxSchema, SagaHandledMessageSchema].map((schema) => schema.meta.tableName),
+);
+
+/**
+ * What most likely led to `problems`, each with what to do: for a library table that is missing, a migration
+ * generated while MikroORM's metadata lacked `SAGA_ENTITIES` (it writes `drop table` for them). Empty when no
+ * cause is known beyond the problems themselves.
+ */
+export function likelyCauses(problems: readonly SchemaProblem[]): string[] {
+  const missing = problems.filter((p) => p.kind === SCHEMA_PROBLEM_KINDS.TABLE_MISSING && LIBRARY_TABLES.has(p.table)).map((p) => p.table);
+  if (missing.length === 0) return [];
+  const [tables, were, they] = missing.length === 1 ? ['table', 'was', 'it'] : ['tables', 'were', 'they'];
+  return [
+    `the library's ${tables} ${missing.join(', ')} ${were} dropped by a migration generated without SAGA_ENTITIES in the ORM ` +
+      `config, if ${they} existed before ('migration:create' run through ts-node or tsx reads only 'entitiesTs'). Add ` +
+      "...SAGA_ENTITIES to both 'entities' and 'entitiesTs', then create and run a new migration, which creates the missing " +
+      'tables again; the rows they held are gone unless restored from a backup',
+  ];
 }
 
 /** One problem in words: names tables, columns, indexes and types, never data. */

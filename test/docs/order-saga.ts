@@ -15,12 +15,14 @@ export const OrderSagaSchema = defineEntity({
   properties: (p) => ({ orderId: p.string().unique(), step: p.string() }),
 });
 
+// the messages the saga handles, and the ones it sends (optional; the default is any message)
 type OrderMessage =
   | { type: 'OrderPlaced'; orderId: string }
   | { type: 'StockReserved'; orderId: string }
   | { type: 'StockTimedOut'; orderId: string };
+type OrderCommand = { type: 'ReserveStock'; orderId: string };
 
-export const orderSaga = defineSaga<OrderSaga, OrderMessage>({
+export const orderSaga = defineSaga<OrderSaga, OrderMessage, OrderCommand>({
   name: 'order',
   state: OrderSaga,
   correlation: { property: 'orderId', from: (m) => m.orderId },

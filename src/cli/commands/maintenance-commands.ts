@@ -1,4 +1,5 @@
-import { inspectSagaSchema, SCHEMA_FIX } from '../../schema/verify-saga-schema.js';
+import { adviseSagaSchema, describeAdvice, type SchemaAdvice } from '../../schema/advise-saga-schema.js';
+import { inspectSagaSchema, likelyCauses, SCHEMA_FIX } from '../../schema/verify-saga-schema.js';
 import { type CliCommand, type CliInput, instant, integer } from '../cli-command.js';
 import { CLI_EXIT_CODES } from '../cli-exit-codes.js';
 import { formatFields, formatTable } from '../format-table.js';
@@ -46,22 +47,39 @@ const purge: CliCommand = {
 const verifySchema: CliCommand = {
   name: 'verify-schema',
   summary: "Compare the database with what the library's tables and the sagas' tables need.",
-  details: 'Exits 3 when anything is missing or different, naming every item and the command that fixes it.',
+  details:
+    'Exits 3 when anything is missing or different, naming every item, its likely cause and the command that fixes it. ' +
+    'Recommended settings that are not set (PostgreSQL autovacuum settings) are advice: the schema still fits.',
   options: {},
   async run({ em, sagas }) {
     const problems = await inspectSagaSchema({ em, sagas });
-    if (problems.length === 0) return { data: { ok: true, problems }, text: 'The schema fits mikro-orm-saga and the registered sagas.' };
+    const advice = await adviseSagaSchema({ em });
+    const advised = advice.length > 0 ? `\n${formatAdvice(advice)}\n${describeAdvice(advice)}.` : '';
+    if (problems.length === 0) {
+      const fits = 'The schema fits mikro-orm-saga and the registered sagas';
+      return { data: { ok: true, problems, advice }, text: advice.length > 0 ? `${fits}, with advice:${advised}` : `${fits}.` };
+    }
+    const causes = likelyCauses(problems);
     const table = formatTable(
       ['problem', 'table', 'item', 'expected', 'actual'],
       problems.map((p) => [p.kind, p.table, p.item, p.expected, p.actual]),
     );
+    const because = causes.map((cause) => `\nLikely cause: ${cause}.`).join('');
     return {
-      data: { ok: false, problems, fix: SCHEMA_FIX },
-      text: `${table}\nTo fix it, ${SCHEMA_FIX}.`,
+      data: { ok: false, problems, causes, fix: SCHEMA_FIX, advice },
+      text: `${table}${because}\nTo fix it, ${SCHEMA_FIX}.${advice.length > 0 ? `\nAdvice:${advised}` : ''}`,
       exitCode: CLI_EXIT_CODES.SCHEMA_MISMATCH,
     };
   },
 };
+
+/** Advice as a table: one row per setting that is not set. */
+function formatAdvice(advice: readonly SchemaAdvice[]): string {
+  return formatTable(
+    ['table', 'setting', 'recommended'],
+    advice.map((a) => [a.table, a.setting, a.recommended]),
+  );
+}
 
 /** `purge` and `verify-schema`. */
 export const MAINTENANCE_COMMANDS: readonly CliCommand[] = [purge, verifySchema];

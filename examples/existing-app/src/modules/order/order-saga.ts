@@ -9,8 +9,14 @@ export type OrderMessage =
   | { type: 'PaymentReceived'; orderId: string }
   | { type: 'PaymentTimedOut'; orderId: string };
 
+/** What the saga sends through the outbox: `ctx.send` takes only these. */
+export type OrderCommand =
+  | { type: 'ConfirmOrder'; orderId: string }
+  | { type: 'ShipOrder'; orderId: string }
+  | { type: 'OrderCancelled'; orderId: string };
+
 /** An order waits for its payment; without one in time it is cancelled. */
-export const orderSaga = defineSaga<OrderSaga, OrderMessage>({
+export const orderSaga = defineSaga<OrderSaga, OrderMessage, OrderCommand>({
   name: 'order',
   state: OrderSaga,
   correlation: { property: 'orderId', from: (m) => m.orderId },
