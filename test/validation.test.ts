@@ -185,6 +185,11 @@ for (const dialect of DIALECTS) {
       }
       await expect(runtime.handle(scriptedSaga, { type: 'Start', key }, null as never)).rejects.toMatchObject({ code: 'OPTION_INVALID' });
       await expect(runtime.route({ type: 'Start', key }, null as never)).rejects.toMatchObject({ code: 'OPTION_INVALID' });
+      // A correlation id of null took the default; it is refused like any other value that is not one.
+      await expect(runtime.handle(scriptedSaga, { type: 'Start', key }, { correlationId: null as never })).rejects.toMatchObject({
+        code: 'OPTION_INVALID',
+        message: expect.stringContaining('correlation id of a message for scripted is null'),
+      });
       expect(await rows.counts()).toEqual(before);
     });
 

@@ -175,7 +175,7 @@ export interface ResolvedSagaRuntimeOptions {
 
 /** Options of one `handle` call. */
 export interface HandleOptions {
-  /** Correlation id to handle the message under. Default: the ambient one, else a new uuid. */
+  /** Correlation id to handle the message under. Default (left out or undefined): the ambient one, else a new uuid. */
   readonly correlationId?: string;
   /**
    * The message's id (a broker's message id, an HTTP idempotency key): recorded with the unit of work, so the
@@ -329,7 +329,9 @@ export class SagaRuntime {
       );
     }
     const value = saga.checkCorrelation(correlation.value, type);
-    const correlationId = checkCorrelationId(options.correlationId ?? getCorrelationId() ?? randomUUID(), name);
+    // Left out (undefined) is the default; null is refused like any other value that is not a correlation id.
+    const given = options.correlationId === undefined ? (getCorrelationId() ?? randomUUID()) : options.correlationId;
+    const correlationId = checkCorrelationId(given, name);
     const messageId = options.messageId === undefined ? undefined : checkMessageId(options.messageId, name, type);
     return this.run(saga, { ...message, first }, { kind: 'correlation', value, messageId }, correlationId);
   }

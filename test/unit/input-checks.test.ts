@@ -223,7 +223,7 @@ describe('copyMessage', () => {
     expect(copy.step).toBe(step);
   });
 
-  it('copies a __proto__ key as a key, reads each getter once, and holds its answer', () => {
+  it('copies a __proto__ key as a key, and holds what a getter answered, not the getter', () => {
     const parsed = JSON.parse('{"type":"M","__proto__":{"polluted":true}}');
     const copy = copyMessage(parsed, 'm');
     expect(Object.getPrototypeOf(copy)).toBe(Object.prototype);
