@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cell } from '../src/cli/format-table.js';
+import { cell, formatFields } from '../src/cli/format-table.js';
 import { CLI_COMMANDS, type CliIo, runCli } from '../src/cli/run-cli.js';
 import { terminalText } from '../src/cli/terminal-text.js';
 import { type SagaOutbox, SagaRuntime } from '../src/index.js';
@@ -71,6 +71,13 @@ describe('the CLI without a database', () => {
   it('shows terminal control characters as escapes and keeps newlines and tabs', () => {
     expect(terminalText('a\x1b]0;X\x07\x1b[31mb\n\tc\x9b2J\u202ed\x7f')).toBe('a\\x1b]0;X\\x07\\x1b[31mb\n\tc\\x9b2J\\u202ed\\x7f');
     expect(cell('boom\x1b[2K\r\nline')).toBe('boom\\x1b[2K line');
+  });
+
+  it("prints an Invalid Date (a state Date property holding PostgreSQL's infinity) as (not a date) instead of throwing", () => {
+    expect(cell(new Date(Number.POSITIVE_INFINITY))).toBe('(not a date)');
+    expect(formatFields({ validUntil: new Date(Number.NaN), at: new Date(0) })).toBe(
+      'validUntil: (not a date)\nat:         1970-01-01T00:00:00.000Z',
+    );
   });
 
   it('asks before a write on a terminal: no leaves everything unopened (exit 1), yes goes on to the database', async () => {

@@ -136,7 +136,7 @@ function storedDates(ops: OperationsContext, table: DispatchTable, row: Record<s
 }
 
 /** A column name as MikroORM's metadata has it, from its quoted form in the statements (`"due_at"`, `` `due_at` ``). */
-export function unquoted(name: string): string {
+function unquoted(name: string): string {
   const quote = name.charAt(0);
   return (quote === '"' || quote === '`') && name.endsWith(quote) ? name.slice(1, -1).replaceAll(quote + quote, quote) : name;
 }

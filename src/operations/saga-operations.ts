@@ -56,7 +56,9 @@ export type SagaOperationsOptions =
  * list, requeue, cancel and reschedule timers and outbox rows; purge what retention allows. Every filter,
  * order and limit runs in SQL on the tables MikroORM's metadata names; nothing loads a whole table.
  * A database failure is a `SagaSchemaError` (`SCHEMA_INVALID`: a table or column is missing) or a
- * `SagaPersistenceError` (`DATABASE_UNREACHABLE`, `PERSISTENCE_FAILED`) naming the call, never SQL or values.
+ * `SagaPersistenceError` (`DATABASE_UNREACHABLE`, `PERSISTENCE_FAILED`) naming the call, never SQL or values. A row
+ * holding a value the library cannot read (PostgreSQL's infinity in a timestamp) is `STORED_VALUE_INVALID`, naming
+ * the row and column, as the runtime reports it. An input whose getter throws is `OPTION_INVALID`.
  *
  * ```ts
  * const ops = new SagaOperations({ runtime });

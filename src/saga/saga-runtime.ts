@@ -268,7 +268,10 @@ export class SagaRuntime {
    * @throws SagaSchemaError `SCHEMA_INVALID` when a table or column is missing; nothing was written.
    * @throws SagaPersistenceError for any other database failure, the initial read included: `COMMIT_OUTCOME_UNKNOWN`
    *   when the connection failed while COMMIT was in flight (the effects may or may not have been written);
-   *   `UNIQUE_VIOLATION`, `DATABASE_UNREACHABLE` or `PERSISTENCE_FAILED` otherwise, and then nothing was written.
+   *   `STORED_VALUE_INVALID` when the saga's row holds a value the runtime cannot read (a timestamp outside years 1
+   *   to 9999 such as PostgreSQL's infinity, a version above 2^53 - 1, JSON nested too deep for MikroORM);
+   *   `UNIQUE_VIOLATION`, `DATABASE_UNREACHABLE` or `PERSISTENCE_FAILED` otherwise. Nothing was written but for
+   *   `COMMIT_OUTCOME_UNKNOWN`.
    * Errors thrown by the step itself propagate unchanged; nothing was written.
    */
   async handle<TIn extends SagaMessage>(
