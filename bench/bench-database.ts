@@ -6,7 +6,7 @@ import { MikroORM } from '@mikro-orm/core';
 import pg from 'pg';
 import { migrateUp, queryRows, updateSchema } from '../src/orm/index.js';
 import { ScriptedSaga } from '../test/fixtures/scripted-saga.js';
-import { connectionOptions, type DialectName } from '../test/support/databases.js';
+import { connectionOptions, type DialectName, type TestEntity } from '../test/support/databases.js';
 import { POSTGRES_URL } from './bench-settings.js';
 
 /** A fresh database with the library's migrations and the scripted saga's table, and an ORM on it. */
@@ -51,8 +51,14 @@ export function removeSqliteFile(file: string): void {
   for (const suffix of ['', '-journal', '-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true });
 }
 
-/** Creates the database (SQLite in WAL mode unless `journal` says otherwise). */
-export async function createBenchDatabase(dialect: DialectName, journal: 'wal' | 'delete' = 'wal'): Promise<BenchDatabase> {
+/**
+ * Creates the database (SQLite in WAL mode unless `journal` says otherwise), with a table for each of `entities`
+ * besides the library's and the scripted saga's.
+ */
+export async function createBenchDatabase(
+  dialect: DialectName,
+  { journal = 'wal', entities = [] }: { readonly journal?: 'wal' | 'delete'; readonly entities?: TestEntity[] } = {},
+): Promise<BenchDatabase> {
   const name = `saga_bench_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
   let location: string;
   let drop: () => Promise<void>;
@@ -66,7 +72,7 @@ export async function createBenchDatabase(dialect: DialectName, journal: 'wal' |
     location = join(tmpdir(), `${name}.sqlite`);
     drop = async () => removeSqliteFile(location);
   }
-  const orm = await MikroORM.init(connectionOptions(dialect, location, [ScriptedSaga]));
+  const orm = await MikroORM.init(connectionOptions(dialect, location, [ScriptedSaga, ...entities]));
   await migrateUp(orm);
   await updateSchema(orm);
   if (dialect !== 'postgresql') await queryRows(orm.em, `pragma journal_mode = ${journal}`, []);

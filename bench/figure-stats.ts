@@ -7,7 +7,14 @@ export interface Spread {
   readonly max: number;
 }
 
-/** One figure of `bench/results/latest.json`: ours against one baseline, measured in the same run. */
+/** A reference measured in the same run that carries no target: the ratio is only printed. */
+export type Limit = { readonly name: string } & Spread & { readonly ratio: number };
+
+/**
+ * One figure of `bench/results/latest.json`: ours against its baseline, measured in the same run; `ratio`,
+ * `target` and `met` always compare ours with `baseline`. The saga-step figures also carry `limit` (the same
+ * statements by hand), the figures of several processes `claimedPerProcess`.
+ */
 export interface FigureResult {
   readonly name: string;
   /** Unit of every number (higher is better). */
@@ -18,9 +25,14 @@ export interface FigureResult {
   readonly ratio: number;
   /** The ratio the issue asks for. */
   readonly target: number;
+  /** `ratio >= target`, and with `claimedPerProcess` every process claimed something in every run. */
   readonly met: boolean;
   /** Runs of each variant. */
   readonly runs: number;
+  /** A second reference with its ratio (ours.median / limit.median), no target: what the database allows. */
+  readonly limit?: Limit;
+  /** What each process claimed, one array per measured run of ours. */
+  readonly claimedPerProcess?: readonly (readonly number[])[];
 }
 
 export function spreadOf(samples: readonly number[]): Spread {
@@ -31,18 +43,40 @@ export function spreadOf(samples: readonly number[]): Spread {
   return { median: Math.round(median), min: Math.round(sorted[0]!), max: Math.round(sorted.at(-1)!) };
 }
 
-/** A figure from the samples of ours and of one baseline. */
+/** Extras of a figure: a reference without target, what each process claimed. */
+export interface FigureExtras {
+  readonly limit?: { readonly name: string; readonly samples: readonly number[] };
+  readonly claimedPerProcess?: readonly (readonly number[])[];
+}
+
+const ratioOf = (ours: Spread, other: Spread) => Math.round((ours.median / other.median) * 100) / 100;
+
+/** A figure from the samples of ours and of its baseline (and of its `limit`, if any). */
 export function compare(
   name: string,
   unit: string,
   ours: readonly number[],
   baseline: { name: string; samples: readonly number[] },
   target: number,
+  { limit, claimedPerProcess }: FigureExtras = {},
 ): FigureResult {
   const o = spreadOf(ours);
   const b = spreadOf(baseline.samples);
-  const ratio = Math.round((o.median / b.median) * 100) / 100;
-  return { name, unit, ours: o, baseline: { name: baseline.name, ...b }, ratio, target, met: ratio >= target, runs: ours.length };
+  const ratio = ratioOf(o, b);
+  const everyProcessTookPart = claimedPerProcess?.every((run) => run.every((claimed) => claimed > 0)) ?? true;
+  const l = limit && spreadOf(limit.samples);
+  return {
+    name,
+    unit,
+    ours: o,
+    baseline: { name: baseline.name, ...b },
+    ratio,
+    target,
+    met: ratio >= target && everyProcessTookPart,
+    runs: ours.length,
+    ...(limit && l ? { limit: { name: limit.name, ...l, ratio: ratioOf(o, l) } } : {}),
+    ...(claimedPerProcess ? { claimedPerProcess } : {}),
+  };
 }
 
 /**
@@ -74,20 +108,24 @@ export async function secondsOf(work: () => Promise<unknown>): Promise<number> {
 
 const fmt = (n: number) => n.toLocaleString('en-US');
 
-/** The table `npm run bench` prints. */
+/**
+ * The table `npm run bench` prints: a row per figure, under it a row for its `limit` (ratio printed, no target),
+ * and below the table what each process claimed in the figures of several processes.
+ */
 export function formatTable(figures: readonly FigureResult[]): string {
   const header = ['figure', 'unit', 'ours median (min-max)', 'baseline', 'baseline median (min-max)', 'ratio', 'target', 'met'];
-  const rows = figures.map((f) => [
-    f.name,
-    f.unit,
-    `${fmt(f.ours.median)} (${fmt(f.ours.min)}-${fmt(f.ours.max)})`,
-    f.baseline.name,
-    `${fmt(f.baseline.median)} (${fmt(f.baseline.min)}-${fmt(f.baseline.max)})`,
-    f.ratio.toFixed(2),
-    f.target.toFixed(2),
-    f.met ? 'yes' : 'NO',
+  const spread = (s: Spread) => `${fmt(s.median)} (${fmt(s.min)}-${fmt(s.max)})`;
+  const rows = figures.flatMap((f) => [
+    [f.name, f.unit, spread(f.ours), f.baseline.name, spread(f.baseline), f.ratio.toFixed(2), f.target.toFixed(2), f.met ? 'yes' : 'NO'],
+    ...(f.limit
+      ? [['  ours against the limit (no target)', '', '', f.limit.name, spread(f.limit), f.limit.ratio.toFixed(2), '-', '-']]
+      : []),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
-  return [line(header), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
+  const table = [line(header), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
+  const claims = figures
+    .filter((f) => f.claimedPerProcess)
+    .map((f) => `${f.name}: claimed per process, each run: ${f.claimedPerProcess!.map((run) => run.join(' + ')).join('; ')}`);
+  return claims.length > 0 ? `${table}\n\n${claims.join('\n')}` : table;
 }

@@ -16,20 +16,29 @@ const run = promisify(execFile);
 const spread = { median: expect.any(Number), min: expect.any(Number), max: expect.any(Number) };
 const orm = Utils.getORMVersion();
 const onSix = orm.startsWith('6.');
+/** The saga step's baseline (the target is against it); its hand-written SQL follows as the figure's limit. */
+const PLAIN = 'plain MikroORM: fork, em\\.transactional, findOne by key, flush with version check';
+
 /** The figures measured on both majors: on 6, the run adds each again, measured on 7 and named "... (MikroORM 7)". */
 const BOTH_MAJORS = [
   /^timer firing end to end.* \/ raw claim/,
   ...[1, 4, 16].flatMap((n) => [
-    new RegExp(`^saga step, ${n} callers? \\(PostgreSQL\\)[^/]* / raw pg`),
-    // The baseline is the driver the ORM runs on: sqlite3 under MikroORM 6's @mikro-orm/sqlite, better-sqlite3 under 7's.
-    new RegExp(`^saga step, ${n} callers? \\(SQLite, WAL\\)[^/]* / raw (?:sqlite3|better-sqlite3),`),
+    new RegExp(`^saga step, ${n} callers? \\(PostgreSQL\\)[^/]* / ${PLAIN} / raw pg`),
+    // The limit is the driver the ORM runs on: sqlite3 under MikroORM 6's @mikro-orm/sqlite, better-sqlite3 under 7's.
+    new RegExp(`^saga step, ${n} callers? \\(SQLite, WAL\\)[^/]* / ${PLAIN} / raw (?:sqlite3|better-sqlite3),`),
   ]),
 ];
 
 /** Measured on 6 only: `@mikro-orm/better-sqlite` does not exist for 7 (its `@mikro-orm/sqlite` is better-sqlite3 already). */
 const SIX_ONLY = [1, 4, 16].map(
-  (n) => new RegExp(`^saga step, ${n} callers? \\(SQLite, WAL, @mikro-orm/better-sqlite\\)[^/]* / raw better-sqlite3`),
+  (n) => new RegExp(`^saga step, ${n} callers? \\(SQLite, WAL, @mikro-orm/better-sqlite\\)[^/]* / ${PLAIN} / raw better-sqlite3`),
 );
+
+/** A figure as "name / baseline", and " / limit" when it has one. */
+function named(figure: Record<string, unknown>): string {
+  const limit = figure.limit as { name: string } | undefined;
+  return `${figure.name} / ${(figure.baseline as { name: string }).name}${limit ? ` / ${limit.name}` : ''}`;
+}
 
 it('the short benchmark runs every figure with its baseline and writes one result object per figure', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'saga-bench-smoke-'));
@@ -41,7 +50,7 @@ it('the short benchmark runs every figure with its baseline and writes one resul
     });
     const report = JSON.parse(await readFile(out, 'utf8')) as { short: boolean; figures: Record<string, unknown>[] };
     expect(report.short).toBe(true);
-    const names = report.figures.map((f) => `${f.name} / ${(f.baseline as { name: string }).name}`);
+    const names = report.figures.map(named);
     const total = onSix ? 18 + BOTH_MAJORS.length + SIX_ONLY.length : 18;
     expect(names).toHaveLength(total);
     for (const wanted of [
@@ -68,15 +77,21 @@ it('the short benchmark runs every figure with its baseline and writes one resul
     const fromSeven = report.figures.filter((f) => f.orm !== orm);
     expect(fromSeven.map((f) => f.orm)).toEqual(onSix ? BOTH_MAJORS.map(() => '7.2.1') : []);
     for (const wanted of BOTH_MAJORS) {
-      expect(fromSeven.filter((f) => wanted.test(`${f.name} / ${(f.baseline as { name: string }).name}`))).toHaveLength(onSix ? 1 : 0);
+      expect(fromSeven.filter((f) => wanted.test(named(f)))).toHaveLength(onSix ? 1 : 0);
     }
     expect(fromSeven.every((f) => (f.name as string).endsWith(' (MikroORM 7)'))).toBe(true);
     for (const figure of report.figures.filter((f) => /^saga step, \d+ callers? \(SQLite, WAL\)/.test(f.name as string))) {
       const driver = (figure.orm as string).startsWith('7.') ? 'better-sqlite3' : 'sqlite3';
-      expect((figure.baseline as { name: string }).name).toBe(`raw ${driver}, same statements`);
+      expect((figure.limit as { name: string }).name).toBe(`raw ${driver}, same statements`);
     }
+    const isStep = (f: Record<string, unknown>) => /^saga step, /.test(f.name as string);
+    const isProcesses = (f: Record<string, unknown>) => /3 processes vs 1/.test(f.name as string);
+    // Every saga step against plain MikroORM at 1.0; three SQLite processes against one at 0.9.
+    expect(report.figures.filter(isStep).map((f) => f.target)).toEqual(report.figures.filter(isStep).map(() => 1));
+    expect(report.figures.filter(isProcesses).map((f) => f.target)).toEqual([0.9, 0.9, 0.9, 0.9]);
     expect(report.figures.filter((f) => (f.name as string).endsWith(' (MikroORM 7)'))).toHaveLength(fromSeven.length);
     for (const figure of report.figures) {
+      const claimed = figure.claimedPerProcess as number[][] | undefined;
       expect(figure).toEqual({
         orm: expect.stringMatching(/^[67]\.\d+\.\d+$/),
         name: expect.any(String),
@@ -86,13 +101,20 @@ it('the short benchmark runs every figure with its baseline and writes one resul
         baseline: { name: expect.any(String), ...spread },
         ratio: expect.any(Number),
         target: expect.any(Number),
-        met: (figure.ratio as number) >= (figure.target as number),
+        met: (figure.ratio as number) >= (figure.target as number) && (claimed ?? []).every((run) => run.every((n) => n > 0)),
         runs: 1,
+        // The saga step's hand-written SQL: printed with its ratio, no target.
+        ...(isStep(figure) ? { limit: { name: expect.any(String), ...spread, ratio: expect.any(Number) } } : {}),
+        // What each of the three processes claimed, in the one run of the short mode.
+        ...(isProcesses(figure) ? { claimedPerProcess: [[expect.any(Number), expect.any(Number), expect.any(Number)]] } : {}),
       });
       expect((figure.ours as { median: number }).median).toBeGreaterThan(0);
       expect((figure.baseline as { median: number }).median).toBeGreaterThan(0);
     }
     expect(stdout).toMatch(new RegExp(`\\d+ of ${total} targets met`));
+    // The table prints each step's ratio against its limit, and what each process claimed.
+    expect(stdout.match(/^\| {3}ours against the limit \(no target\)/gm)).toHaveLength(report.figures.filter(isStep).length);
+    expect(stdout).toMatch(/^SQLite dispatcher, .*3 processes vs 1 \(WAL\): claimed per process, each run: \d+ \+ \d+ \+ \d+$/m);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
