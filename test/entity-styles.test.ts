@@ -3,7 +3,8 @@
 // fixtures are imported dynamically so a major never loads a decorators package it does not ship.
 import { describe, expect, it } from 'vitest';
 import { SagaRuntime, SagaState } from '../src/index.js';
-import { ORM_MAJOR, updateSchemaSql } from '../src/orm/index.js';
+import { ORM_MAJOR } from '../src/orm/orm-major.js';
+import { updateSchemaSql } from '../src/orm/schema-tools.js';
 import { type StyledSagaState, styledSaga } from './fixtures/entity-style-saga.js';
 import { createTestDatabase, DIALECTS } from './support/databases.js';
 import { uniqueKey } from './support/suite.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/core';
 import { SagaConcurrencyError, SagaValidationError } from '../errors.js';
 import { uuidV7 } from '../ids/uuid-v7.js';
-import { inFreshTransaction } from '../orm/compat.js';
+import { inFreshTransaction } from '../orm/index.js';
 import { insertOutboxMessages } from '../sql/outbox-statements.js';
 import { queryRows, runStatement } from '../sql/sql-executor.js';
 import { checkReason, checkUuid, invalidInput } from './operation-input.js';

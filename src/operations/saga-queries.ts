@@ -1,7 +1,7 @@
 import { wrap } from '@mikro-orm/core';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaValidationError } from '../errors.js';
-import { freshFork } from '../orm/compat.js';
+import { freshFork } from '../orm/index.js';
 import { labelOf } from '../saga/stored-text.js';
 import { queryRows } from '../sql/sql-executor.js';
 import { sagaDispatchRows } from './dispatch-row-queries.js';

@@ -4,7 +4,7 @@ import { SagaHandledMessage } from '../entities/saga-handled-message.js';
 import { SagaOutbox } from '../entities/saga-outbox.js';
 import { SagaTimer } from '../entities/saga-timer.js';
 import { SagaDefinitionError, SagaSchemaError } from '../errors.js';
-import { entityMetadata, freshFork } from '../orm/compat.js';
+import { entityMetadata, freshFork } from '../orm/index.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
 import { type CatalogTable, normalizeSql, readCatalog } from './read-catalog.js';
 

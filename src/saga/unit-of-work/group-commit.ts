@@ -1,25 +1,18 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { dialectOf } from '../../dialect/dialect-adapter.js';
+import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import {
-  beginUnit,
-  commitUnit,
   conflictKind,
   freshFork,
   isLockWait,
   isNeverSent,
   isRefusedByServer,
-  joinTransaction,
-  leaveTransaction,
   queryRows,
-  rollbackUnit,
-  runSavepointStatement,
-  runStatementsTogether,
-  runsStatementsTogether,
-  SAVEPOINT_SQL,
-  sendWithNextStatement,
-  withdrawUnsent,
-} from '../../orm/compat.js';
+  type UnitTransaction,
+  type UnitTransactions,
+} from '../../orm/index.js';
+import type { DatabaseContext } from '../../sql/database-context.js';
 import { runUpdatesAsOne } from '../../sql/saga-statements.js';
+import { runSavepointStatement, SAVEPOINT_SQL } from '../../sql/savepoint-statements.js';
 import { compareCodePoints } from '../../text/code-point-order.js';
 import { type ItemOutcome, UnitBatcher } from './unit-batcher.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
@@ -117,11 +110,14 @@ export class GroupCommit {
   /** One unit at a time that found every solo slot taken writes with the lock timeout: see {@link writeAlone}. */
   private readonly tries = new Slots(1);
   private readonly prelude: string | undefined;
+  private readonly transactions: UnitTransactions;
 
-  constructor(root: EntityManager, limits: GroupLimits) {
-    this.prelude = dialectOf(root).name === 'postgresql' ? lockTimeoutSql(limits.lockTimeoutMs) : undefined;
+  constructor(db: DatabaseContext, limits: GroupLimits) {
+    this.transactions = db.transactions;
+    this.prelude = db.dialect.name === 'postgresql' ? lockTimeoutSql(limits.lockTimeoutMs) : undefined;
     const lockTimeoutMs = this.prelude ? limits.lockTimeoutMs : undefined;
-    this.batcher = new UnitBatcher((units) => writeGroup(root, units, this.prelude, lockTimeoutMs), {
+    const groups: GroupWriter = { root: db.em, dialect: db.dialect, transactions: db.transactions, tablesWithTriggers: new Set() };
+    this.batcher = new UnitBatcher((units) => writeGroup(groups, units, this.prelude, lockTimeoutMs), {
       maxItems: limits.maxUnits,
       maxBatches: limits.maxGroups,
     });
@@ -142,7 +138,7 @@ export class GroupCommit {
   writeAlone(unit: UnitWrite): Promise<WriteReport> {
     const { em, plan, target } = unit;
     return (
-      this.alone.tryRun(() => writePlan(em, plan, target)) ??
+      this.alone.tryRun(() => writePlan(this.transactions, em, plan, target)) ??
       this.tries.run(async () => {
         // Only PostgreSQL's lock timeout (the prelude) makes a unit leave its group: here `prelude` is always set.
         let own = false;
@@ -150,7 +146,7 @@ export class GroupCommit {
           const [row] = await queryRows<{ own: boolean }>(tx, this.prelude!, []);
           own = row?.own === true;
         };
-        const outcome = await settle(writePlan(em, plan, target, bound));
+        const outcome = await settle(writePlan(this.transactions, em, plan, target, bound));
         // A wait ended by the connection's own lock_timeout is the application's limit, not the group's: a
         // lock-wait conflict (retried and counted, up to CONCURRENCY_CONFLICT), not another turn.
         const result = own ? outcome : leftGroupIfLockWait(outcome);
@@ -187,35 +183,50 @@ export function lockTimeoutSql(timeoutMs: number): string {
   );
 }
 
+/** What a runtime's group writes share. */
+interface GroupWriter {
+  /** The runtime's EntityManager; each group is written on a fresh fork of it. */
+  readonly root: EntityManager;
+  readonly dialect: DialectAdapter;
+  readonly transactions: UnitTransactions;
+  /**
+   * The tables (quoted) a group written as one statement found with triggers or rules: their units are written a
+   * savepoint each from then on. Only ever added to: a table whose triggers are dropped later stays on the savepoint
+   * path, which is correct for any table.
+   */
+  readonly tablesWithTriggers: Set<string>;
+}
+
 /**
- * Writes `units` in one transaction on a fresh fork of `root`, each in a savepoint, in lock order; returns
- * each unit's outcome, in the order of `units`. A group of one is written as a unit alone. `prelude` (the
- * PostgreSQL lock timeout) runs first in the transaction: a unit that then waits past it for a row fails with
+ * Writes `units` in one transaction on a fresh fork of the runtime's EntityManager, each in a savepoint, in lock
+ * order; returns each unit's outcome, in the order of `units`. A group of one is written as a unit alone. `prelude`
+ * (the PostgreSQL lock timeout) runs first in the transaction: a unit that then waits past it for a row fails with
  * {@link LeftGroup}, rolled back alone.
  */
-export async function writeGroup(
-  root: EntityManager,
+async function writeGroup(
+  groups: GroupWriter,
   units: readonly UnitWrite[],
   prelude?: string,
   lockTimeoutMs?: number,
 ): Promise<ItemOutcome<WriteReport>[]> {
+  const { root, transactions } = groups;
   if (units.length === 1) {
     const { em, plan, target } = units[0]!;
     // The lock bound goes with the saga row's UPDATE when the library sends it (one round trip less), else first.
-    const outcome = await settle(writePlan(em, plan, target, prelude));
+    const outcome = await settle(writePlan(transactions, em, plan, target, prelude));
     return [prelude ? leftGroupIfLockWait(outcome) : outcome];
   }
   const started = performance.now();
-  const together = await writeTogether(root, units, prelude);
+  const together = await writeTogether(groups, units, prelude);
   if (Array.isArray(together)) return together;
   if (together === 'lock wait' && lockTimeoutMs !== undefined) {
     // The attempt waited out the group's lock bound on a row another transaction holds: written again, the group
     // waits only what is left of that bound, so a unit that waits again leaves the group at once.
     prelude = lockTimeoutSql(Math.max(1, lockTimeoutMs - Math.ceil(performance.now() - started)));
   }
-  const group = freshFork(root);
+  let group: UnitTransaction;
   try {
-    await runNamed('begin', undefined, () => beginUnit(group));
+    group = await runNamed('begin', undefined, () => transactions.begin(freshFork(root)));
   } catch (error) {
     return units.map(() => failure(error));
   }
@@ -234,16 +245,16 @@ export async function writeGroup(
     }
   }
   if (broken || carried.length === 0) {
-    await rollbackUnit(group).catch(() => undefined);
+    await group.rollback().catch(() => undefined);
     // COMMIT was never sent, so nothing of the group was written: a unit that was written (or never reached)
     // learns the failure that ended the transaction; a unit that failed on its own keeps its own error.
     const ended = broken?.error;
     return outcomes.map((outcome) => (outcome && !outcome.ok ? outcome : failure(ended)));
   }
   try {
-    await runNamed('commit', undefined, () => commitUnit(group));
+    await runNamed('commit', undefined, () => group.commit());
   } catch (error) {
-    await rollbackUnit(group).catch(() => undefined);
+    await group.rollback().catch(() => undefined);
     // Every unit COMMIT carried gets what a unit alone gets from a failed COMMIT ("outcome unknown" where a COMMIT can
     // fail after applying), or is written again alone when the database refused it; the units rolled back to their
     // savepoints were never part of what COMMIT carried.
@@ -271,12 +282,12 @@ export async function writeGroup(
  * at about twice the cost of the two UPDATEs, which here ride in one round trip anyway.
  */
 async function writeTogether(
-  root: EntityManager,
+  { root, dialect, transactions, tablesWithTriggers }: GroupWriter,
   units: readonly UnitWrite[],
   prelude: string | undefined,
 ): Promise<ItemOutcome<WriteReport>[] | 'lock wait' | undefined> {
-  const joined = runsStatementsTogether(root);
-  if (!joined && !(dialectOf(root).updatesInWith && writesDistinctRows(units))) return undefined;
+  const joined = transactions.runsStatementsTogether(root);
+  if (!joined && !(dialect.updatesInWith && writesDistinctRows(units))) return undefined;
   const order = lockOrder(units);
   const writes: PreparedWrite[] = [];
   /** Nothing was written: the units' states are as their steps left them, for their writes one at a time. */
@@ -291,36 +302,36 @@ async function writeTogether(
       if (!write) return notTogether();
       writes.push(write);
       // As one statement, only on tables not found with triggers (see runUpdatesAsOne).
-      if (!joined && write.tables.some((table) => tablesWithTriggers.get(root)?.has(table))) return notTogether();
+      if (!joined && write.tables.some((table) => tablesWithTriggers.has(table))) return notTogether();
     } catch {
       // What the unit's own write throws (a state changed after its step) it throws again when written alone.
       return notTogether();
     }
   }
-  const group = freshFork(root);
+  let group: UnitTransaction;
   try {
-    await beginUnit(group);
+    group = await transactions.begin(freshFork(root));
   } catch {
     return notTogether();
   }
   let answers: readonly { readonly affectedRows: number }[];
   try {
-    if (prelude) await sendWithNextStatement(group, prelude);
+    if (prelude) await group.sendWithNextStatement(prelude);
     const statements = writes.flatMap((write) => write.statements);
-    if (joined) answers = await runStatementsTogether(group, statements);
+    if (joined) answers = await group.runStatementsTogether(statements);
     else {
       const tables = [...new Set(writes.flatMap((write) => write.tables))];
-      const one = await runUpdatesAsOne(group, statements, tables);
+      const one = await runUpdatesAsOne(group.em, statements, tables);
       if (!one.plain) {
         // A table with triggers or rules: the units go a savepoint each, now and from now on (see runUpdatesAsOne).
-        for (const table of tables) withTriggers(root).add(table);
-        await rollbackUnit(group).catch(() => undefined);
+        for (const table of tables) tablesWithTriggers.add(table);
+        await group.rollback().catch(() => undefined);
         return notTogether();
       }
       answers = one.answers;
     }
   } catch (error) {
-    await rollbackUnit(group).catch(() => undefined);
+    await group.rollback().catch(() => undefined);
     notTogether();
     // A deadlock, too, ended a wait for a row another transaction held (PostgreSQL checks after deadlock_timeout,
     // 1 s by default): written again, the group gets only what is left of its bound, as after a lock wait.
@@ -333,7 +344,7 @@ async function writeTogether(
     return write.read(own);
   });
   if (read.includes('partial')) {
-    await rollbackUnit(group).catch(() => undefined);
+    await group.rollback().catch(() => undefined);
     return notTogether();
   }
   const outcomes: ItemOutcome<WriteReport>[] = units.map(() => failure(new VersionConflict()));
@@ -345,9 +356,9 @@ async function writeTogether(
     outcomes[index] = { ok: true, value: { timersCancelled: 0 } };
   }
   try {
-    await runNamed('commit', undefined, () => commitUnit(group));
+    await runNamed('commit', undefined, () => group.commit());
   } catch (error) {
-    await rollbackUnit(group).catch(() => undefined);
+    await group.rollback().catch(() => undefined);
     for (const index of written) outcomes[index] = commitFailure(error, written.length);
   }
   return outcomes;
@@ -360,22 +371,6 @@ async function writeTogether(
 function writesDistinctRows(units: readonly UnitWrite[]): boolean {
   const rows = new Set(units.map(({ plan }) => `${plan.sagaType}\u0000${plan.sagaId}`));
   return rows.size === units.length;
-}
-
-/**
- * The tables (quoted) a group written as one statement found with triggers or rules, per runtime's root
- * EntityManager: their units are written a savepoint each from then on. Only ever added to: a table whose triggers
- * are dropped later stays on the savepoint path, which is correct for any table.
- */
-const tablesWithTriggers = new WeakMap<EntityManager, Set<string>>();
-
-function withTriggers(root: EntityManager): Set<string> {
-  let tables = tablesWithTriggers.get(root);
-  if (!tables) {
-    tables = new Set();
-    tablesWithTriggers.set(root, tables);
-  }
-  return tables;
 }
 
 /** The positions of `units` sorted by their lock keys (stable for equal keys). */
@@ -407,24 +402,27 @@ interface SavepointWrite {
  * ROLLBACK TO SAVEPOINT undoes the unit's statements (on PostgreSQL it also makes the transaction usable again)
  * and the unit fails alone. When a savepoint statement itself fails, the transaction is unusable: `broke`.
  */
-async function writeInSavepoint(group: EntityManager, unit: UnitWrite, name: string, prelude?: string): Promise<SavepointWrite> {
+async function writeInSavepoint(group: UnitTransaction, unit: UnitWrite, name: string, prelude?: string): Promise<SavepointWrite> {
   const savepoint = (sql: string) => runNamed('savepoint', undefined, () => runSavepointStatement(unit.em, sql));
   const set = SAVEPOINT_SQL.set(name);
-  joinTransaction(unit.em, group);
+  group.join(unit.em);
   try {
     try {
-      // On MikroORM 6 with PostgreSQL the prelude and SAVEPOINT go with the unit's first statement, in its round trip.
-      for (const sql of prelude ? [prelude, set] : [set]) await runNamed('savepoint', undefined, () => sendWithNextStatement(unit.em, sql));
+      // Where the library holds the transaction on PostgreSQL, the prelude and SAVEPOINT go with the unit's first
+      // statement, in its round trip.
+      for (const sql of prelude ? [prelude, set] : [set]) {
+        await runNamed('savepoint', undefined, () => group.sendWithNextStatement(sql, unit.em));
+      }
     } catch (error) {
       return { outcome: failure(error), broke: error };
     }
     try {
       // No RELEASE after success: a round trip per unit saved. The savepoints of a group nest instead, which
       // changes nothing for COMMIT, and ROLLBACK TO a later one leaves the earlier units' statements in place.
-      return { outcome: { ok: true, value: await runPlanStatements(unit.em, unit.plan, unit.target) } };
+      return { outcome: { ok: true, value: await runPlanStatements(group, unit.em, unit.plan, unit.target) } };
     } catch (error) {
       // The unit failed before sending anything: its SAVEPOINT never ran, and there is nothing to roll back.
-      if (withdrawUnsent(unit.em, set)) return { outcome: failure(error) };
+      if (group.withdrawUnsent(set)) return { outcome: failure(error) };
       try {
         await savepoint(SAVEPOINT_SQL.rollbackTo(name));
       } catch (ended) {
@@ -433,7 +431,7 @@ async function writeInSavepoint(group: EntityManager, unit: UnitWrite, name: str
       return { outcome: failure(error) };
     }
   } finally {
-    leaveTransaction(unit.em);
+    group.leave(unit.em);
   }
 }
 

@@ -1,5 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { COMMIT_SQL, type HeldTransaction, heldContexts, TRANSACTION_ENDED, takeUnsent } from './held-transaction.js';
+import { COMMIT_SQL, type ConnectionHold, type HeldTransaction, TRANSACTION_ENDED, takeUnsent } from '../held-transaction.js';
+import { logQuery } from '../sql-execution.js';
+import { heldKysely, type KyselyConnection, type KyselyLike } from './held-kysely.js';
 
 /*
  * A unit's transaction on MikroORM 7 with PostgreSQL, held by the library on a connection of MikroORM's own pg pool,
@@ -31,36 +33,11 @@ interface PgResult {
   readonly rows?: unknown[];
 }
 
-/** A statement as kysely hands it to a connection. */
-interface CompiledQuery {
-  readonly sql: string;
-  readonly parameters: readonly unknown[];
-}
-
-/** kysely's connection interface (`DatabaseConnection`). */
-interface KyselyConnection {
-  executeQuery(query: CompiledQuery): Promise<{ readonly rows: unknown[]; readonly numAffectedRows?: bigint }>;
-  streamQuery(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<{ readonly rows: unknown[] }>;
-  cancelQuery(): Promise<void>;
-  killSession(): Promise<void>;
-}
-
-interface KyselyExecutor {
-  withConnectionProvider(provider: { provideConnection<T>(consumer: (connection: KyselyConnection) => Promise<T>): Promise<T> }): object;
-}
-
-/** The slice of MikroORM 7's kysely client this module uses. */
-export interface KyselyLike {
-  getExecutor(): KyselyExecutor;
-}
-
 /** What MikroORM 7's PostgreSQL connection offers beyond its kysely client. */
 interface PgConnectionLike {
   getNativeClient(): Promise<PgPool>;
   readonly options?: { readonly onCreateConnection?: unknown; readonly onReserveConnection?: unknown; readonly driverOptions?: unknown };
 }
-
-const eligible = new WeakMap<object, boolean>();
 
 /**
  * Whether `em`'s unit transactions go on a connection the library holds itself ({@link holdPgTransaction}): MikroORM 7
@@ -68,27 +45,22 @@ const eligible = new WeakMap<object, boolean>();
  * With `onCreateConnection`, `onReserveConnection` or `sessionContext: 'connection'` configured, MikroORM runs
  * statements there (a session's settings, a row-level security context); with a kysely dialect or Kysely instance
  * of the application's as `driverOptions`, the pool and its hooks are the application's. The transaction is then
- * kysely's, as before.
+ * kysely's, as before. The answer holds for every EntityManager of one MikroORM instance: ask once.
  */
-export function holdsPgTransactions(em: EntityManager, kysely: KyselyLike | undefined): boolean {
-  if (!kysely) return false;
+export function holdsPgTransactions(em: EntityManager, kysely: KyselyLike): boolean {
   const connection = em.getConnection('write') as unknown as Partial<PgConnectionLike> & object;
-  let answer = eligible.get(connection);
-  if (answer === undefined) {
-    const config = em.config as unknown as { get(key: string): unknown };
-    answer =
-      typeof connection.getNativeClient === 'function' &&
-      isPostgreSqlConnection(connection) &&
-      typeof kysely.getExecutor()?.withConnectionProvider === 'function' &&
-      config.get('onCreateConnection') == null &&
-      config.get('onReserveConnection') == null &&
-      config.get('sessionContext') !== 'connection' &&
-      connection.options?.onCreateConnection == null &&
-      connection.options?.onReserveConnection == null &&
-      !ownedByApplication(connection.options?.driverOptions ?? config.get('driverOptions'));
-    eligible.set(connection, answer);
-  }
-  return answer;
+  const config = em.config as unknown as { get(key: string): unknown };
+  return (
+    typeof connection.getNativeClient === 'function' &&
+    isPostgreSqlConnection(connection) &&
+    typeof kysely.getExecutor()?.withConnectionProvider === 'function' &&
+    config.get('onCreateConnection') == null &&
+    config.get('onReserveConnection') == null &&
+    config.get('sessionContext') !== 'connection' &&
+    connection.options?.onCreateConnection == null &&
+    connection.options?.onReserveConnection == null &&
+    !ownedByApplication(connection.options?.driverOptions ?? config.get('driverOptions'))
+  );
 }
 
 /** `driverOptions` that hand MikroORM 7 a dialect or Kysely instance (or a function making one) instead of pool options. */
@@ -107,18 +79,17 @@ function isPostgreSqlConnection(connection: object): boolean {
 
 /**
  * Takes a connection from MikroORM's pg pool and makes it `em`'s transaction context; BEGIN goes with the first
- * statement sent in it. The returned function closes the context and hands the connection back (`broken`: the
- * transaction may still be open on it, so the pool closes it). Rejects when no connection can be had; undefined, with
- * nothing taken, when MikroORM does not hand out its pool after all (its `getNativeClient()` refuses): `em`'s
- * transactions are then kysely's ({@link holdsPgTransactions} answers false from then on).
+ * statement sent in it. Its `end` closes the context and hands the connection back (`broken`: the transaction may
+ * still be open on it, so the pool closes it). Rejects when no connection can be had; undefined, with nothing taken,
+ * when MikroORM does not hand out its pool after all (its `getNativeClient()` refuses): `em`'s transactions are then
+ * kysely's (take {@link holdsPgTransactions} as false from then on).
  */
-export async function holdPgTransaction(em: EntityManager, kysely: KyselyLike): Promise<((broken?: boolean) => void) | undefined> {
+export async function holdPgTransaction(em: EntityManager, kysely: KyselyLike): Promise<ConnectionHold | undefined> {
   const connection = em.getConnection('write') as unknown as PgConnectionLike & object;
   let pool: PgPool;
   try {
     pool = await connection.getNativeClient();
   } catch {
-    eligible.set(connection, false);
     return undefined;
   }
   const client = await pool.connect();
@@ -141,19 +112,14 @@ export async function holdPgTransaction(em: EntityManager, kysely: KyselyLike): 
     throw error;
   }
   (held as { context: object }).context = context;
-  heldContexts.set(context, held);
   em.setTransactionContext(context as never);
-  return (broken = false) => {
+  const end = (broken = false) => {
     held.open = false;
     held.beginPending = false;
     em.resetTransactionContext();
     client.release(broken ? new Error("the unit of work's transaction was not ended") : undefined);
   };
-}
-
-/** Logs `sql` in MikroORM's query log (when enabled) as sent on `em`'s connection. */
-function logQuery(em: EntityManager, sql: string): void {
-  (em.getConnection('write') as unknown as { logQuery(sql: string): void }).logQuery(sql);
+  return { end, held };
 }
 
 /**
@@ -264,94 +230,3 @@ const CURSOR_STATEMENT = /^(?:\s|\(|--[^\n]*\n|\/\*[\s\S]*?\*\/)*(?:select|value
 function listOf(answer: PgResult | PgResult[]): PgResult[] {
   return Array.isArray(answer) ? answer : [answer];
 }
-
-/** kysely's Kysely class (MikroORM 7's client is one), extended once with the savepoint methods MikroORM calls. */
-const heldKyselyClasses = new WeakMap<object, new (props: object) => object>();
-
-/** Each context's transaction: how to send a statement in it, and how to make another context of it. */
-const contextTransactions = new WeakMap<object, { send(sql: string): Promise<void>; context(): object }>();
-
-/**
- * The transaction context MikroORM is given: a Kysely whose executor is MikroORM's own on `connection`, with the
- * savepoint methods of kysely's `ControlledTransaction` that MikroORM's nested transactions call (each savepoint a
- * context of its own, as kysely's). It starts no transaction of its own (kysely's `Transaction` refuses that too).
- */
-function heldKysely(kysely: KyselyLike, connection: KyselyConnection): object {
-  const base = kysely.constructor as new (props: object) => object;
-  let Held = heldKyselyClasses.get(base);
-  if (!Held) {
-    Held = heldKyselyClass(base);
-    heldKyselyClasses.set(base, Held);
-  }
-  const Context = Held;
-  const executor = kysely.getExecutor().withConnectionProvider({ provideConnection: (consumer) => consumer(connection) });
-  const props = { config: {}, driver: REFUSING_DRIVER, executor, dialect: REFUSING_DIALECT };
-  const transaction = {
-    send: async (sql: string) => {
-      await connection.executeQuery({ sql, parameters: [] });
-    },
-    context: () => {
-      const context = new Context(props);
-      contextTransactions.set(context, transaction);
-      return context;
-    },
-  };
-  return transaction.context();
-}
-
-function heldKyselyClass(base: new (props: object) => object): new (props: object) => object {
-  const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
-  const sending = (context: object, sql: string, answer: () => object) => ({
-    execute: async () => {
-      await contextTransactions.get(context)!.send(sql);
-      return answer();
-    },
-  });
-  return class HeldKysely extends base {
-    get isTransaction(): boolean {
-      return true;
-    }
-
-    get isCommitted(): boolean {
-      return false;
-    }
-
-    get isRolledBack(): boolean {
-      return false;
-    }
-
-    savepoint(name: string) {
-      return sending(this, `savepoint ${quote(name)}`, () => contextTransactions.get(this)!.context());
-    }
-
-    releaseSavepoint(name: string) {
-      return sending(this, `release savepoint ${quote(name)}`, () => this);
-    }
-
-    rollbackToSavepoint(name: string) {
-      return sending(this, `rollback to savepoint ${quote(name)}`, () => this);
-    }
-  };
-}
-
-const refuse = () => {
-  throw new Error("A unit of work's transaction cannot begin, commit or roll back another one: use em.transactional() for a savepoint.");
-};
-
-/** The driver of a held transaction's context: the transaction is the library's to end, and opens no other. */
-const REFUSING_DRIVER = {
-  init: async () => undefined,
-  acquireConnection: refuse,
-  beginTransaction: refuse,
-  commitTransaction: refuse,
-  rollbackTransaction: refuse,
-  releaseConnection: async () => undefined,
-  destroy: async () => undefined,
-};
-
-/** The dialect of a held transaction's context (kysely reads it for `introspection` only). */
-const REFUSING_DIALECT = {
-  createIntrospector: () => {
-    throw new Error("Introspection is not available in a unit of work's transaction: use em.getKysely() outside it.");
-  },
-};
