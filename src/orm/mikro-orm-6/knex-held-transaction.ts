@@ -80,41 +80,9 @@ const connectionClients = new WeakMap<object, KnexClient & { transacting: boolea
  * transaction is open.
  */
 function heldTransaction(client: KnexClient, connection: object, log: (sql: string) => void): HeldTransaction {
-  let connectionClient = connectionClients.get(connection);
-  if (!connectionClient) {
-    connectionClient = Object.create(client) as KnexClient & { transacting: boolean };
-    connectionClient.transacting = true;
-    connectionClient.acquireConnection = async () => connection;
-    connectionClient.releaseConnection = async () => undefined;
-    connectionClients.set(connection, connectionClient);
-  }
   const ended = () => Promise.reject(new Error(TRANSACTION_ENDED));
-  const transactionClient = Object.create(connectionClient) as KnexClient;
-  transactionClient.query = (target, query) => {
-    if (!held.open) return ended();
-    if (held.beginPending && !held.foldsStatements) return queryAfterDeferredBegin(client, transactionClient, target, query, held);
-    let sent: Promise<unknown>;
-    const prefix = takeUnsent(held);
-    if (prefix.length > 0) {
-      const commit = held.commitPending;
-      held.commitPending = false;
-      sent = queryAfterPrefix(client, transactionClient, target, query, prefix, commit).then(({ sent, committedAs }) => {
-        if (committedAs !== undefined) {
-          held.committed = true;
-          held.committedAs = committedAs;
-        }
-        return sent;
-      });
-    } else sent = client.query.call(transactionClient, target, query);
-    if (!held.commitSending) return sent;
-    held.commitSending = false;
-    return sent.then((answer) => {
-      // A single result, or one per statement when a hook added some: COMMIT's is the last.
-      const response = (answer as { response?: { command?: string } | { command?: string }[] } | null)?.response;
-      held.committedAs = (Array.isArray(response) ? response.at(-1) : response)?.command;
-      return answer;
-    });
-  };
+  const transactionClient = Object.create(connectionClientOf(client, connection)) as KnexClient;
+  transactionClient.query = (target, query) => queryInHeld(client, transactionClient, held, target, query);
   const context = {
     client: transactionClient,
     // What knex's own `trx.transaction(container?, config?)` does (MikroORM calls it with no container).
@@ -146,6 +114,56 @@ function heldTransaction(client: KnexClient, connection: object, log: (sql: stri
     commitSending: false,
   };
   return held;
+}
+
+/**
+ * Sends `query` on the held transaction's connection (`transactionClient`): after BEGIN when it waited for the first
+ * statement, with what waits to go with the next statement before it and, when asked, COMMIT after it; the answer
+ * to a COMMIT the unit's commit sends is read into `held.committedAs`. Refused once the transaction has ended.
+ */
+function queryInHeld(
+  client: KnexClient,
+  transactionClient: KnexClient,
+  held: HeldTransaction,
+  target: object,
+  query: unknown,
+): Promise<unknown> {
+  if (!held.open) return Promise.reject(new Error(TRANSACTION_ENDED));
+  if (held.beginPending && !held.foldsStatements) return queryAfterDeferredBegin(client, transactionClient, target, query, held);
+  let sent: Promise<unknown>;
+  const prefix = takeUnsent(held);
+  if (prefix.length > 0) {
+    const commit = held.commitPending;
+    held.commitPending = false;
+    sent = queryAfterPrefix(client, transactionClient, target, query, prefix, commit).then(({ sent, committedAs }) => {
+      if (committedAs !== undefined) {
+        held.committed = true;
+        held.committedAs = committedAs;
+      }
+      return sent;
+    });
+  } else sent = client.query.call(transactionClient, target, query);
+  if (!held.commitSending) return sent;
+  held.commitSending = false;
+  return sent.then((answer) => {
+    // A single result, or one per statement when a hook added some: COMMIT's is the last.
+    const response = (answer as { response?: { command?: string } | { command?: string }[] } | null)?.response;
+    held.committedAs = (Array.isArray(response) ? response.at(-1) : response)?.command;
+    return answer;
+  });
+}
+
+/** The client of `connection` (see {@link heldTransaction}): like knex's transaction client, bound to it for good. */
+function connectionClientOf(client: KnexClient, connection: object): KnexClient {
+  let connectionClient = connectionClients.get(connection);
+  if (!connectionClient) {
+    connectionClient = Object.create(client) as KnexClient & { transacting: boolean };
+    connectionClient.transacting = true;
+    connectionClient.acquireConnection = async () => connection;
+    connectionClient.releaseConnection = async () => undefined;
+    connectionClients.set(connection, connectionClient);
+  }
+  return connectionClient;
 }
 
 /** A statement as knex hands it to its client: SQL and, when the statement was not formatted by MikroORM, bindings. */

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { COMMIT_SQL, type ConnectionHold, type HeldTransaction, TRANSACTION_ENDED, takeUnsent } from '../held-transaction.js';
 import { logQuery } from '../sql-execution.js';
-import { heldKysely, type KyselyConnection, type KyselyLike } from './held-kysely.js';
+import { type CompiledQuery, heldKysely, type KyselyConnection, type KyselyLike } from './held-kysely.js';
 
 /*
  * A unit's transaction on MikroORM 7 with PostgreSQL, held by the library on a connection of MikroORM's own pg pool,
@@ -137,7 +137,7 @@ function heldConnection(pool: PgPool, client: PgClient, held: HeldTransaction): 
     const id = ++sent;
     running = id;
     try {
-      return await sendNow(sql, parameters);
+      return await sendWithUnsent(client, held, sql, parameters);
     } finally {
       if (running === id) running = undefined;
     }
@@ -155,38 +155,6 @@ function heldConnection(pool: PgPool, client: PgClient, held: HeldTransaction): 
       other.release();
     }
   };
-  const sendNow = async (sql: string, parameters: readonly unknown[]): Promise<PgResult[]> => {
-    const prefix = takeUnsent(held);
-    const commit = prefix.length > 0 && held.commitPending;
-    held.commitPending = false;
-    let own: PgResult[];
-    if (parameters.length > 0) {
-      if (prefix.length > 0) await client.query(prefix.join('; '));
-      own = listOf(await client.query(sql, parameters));
-    } else if (prefix.length === 0) {
-      own = listOf(await client.query(sql, []));
-    } else {
-      // COMMIT starts a line of its own: a statement ending in a line comment (an `onQuery` hook's tag) would
-      // otherwise turn it into part of the comment, and the transaction would stay open on the pooled connection.
-      const all = listOf(await client.query([...prefix, sql].join('; ') + (commit ? `\n; ${COMMIT_SQL}` : ''), []));
-      if (commit) {
-        const committedAs = all.at(-1)?.command ?? undefined;
-        if (committedAs !== 'COMMIT' && committedAs !== 'ROLLBACK') {
-          // The last statement run was not COMMIT: the transaction's state is unknown; it is not taken for ended.
-          throw new Error(`the statement sent with COMMIT was answered with ${committedAs ?? 'nothing'} last, not COMMIT`);
-        }
-        held.committed = true;
-        held.committedAs = committedAs;
-      }
-      own = all.slice(prefix.length, commit ? -1 : undefined);
-    }
-    if (held.commitSending) {
-      held.commitSending = false;
-      held.committedAs = own.at(-1)?.command ?? undefined;
-    }
-    held.answers = own.map((result) => ({ affectedRows: result.rowCount ?? 0, rows: result.rows ?? [] }));
-    return own;
-  };
   let cursors = 0;
   return {
     async executeQuery(query) {
@@ -197,31 +165,79 @@ function heldConnection(pool: PgPool, client: PgClient, held: HeldTransaction): 
     },
     cancelQuery: () => control('pg_cancel_backend'),
     killSession: () => control('pg_terminate_backend'),
-    // `em.stream()` in the transaction: a cursor of the transaction's own, read `chunkSize` rows at a time. PostgreSQL
-    // declares cursors for SELECT and VALUES only: any other statement (UPDATE ... RETURNING) runs whole, its rows
-    // handed out `chunkSize` at a time.
-    async *streamQuery(query, chunkSize = 100) {
-      const size = Math.max(1, Math.floor(chunkSize));
-      if (!CURSOR_STATEMENT.test(query.sql)) {
-        const [result] = (await send(query.sql, query.parameters)).slice(-1);
-        const rows = result?.rows ?? [];
-        for (let at = 0; at < rows.length; at += size) yield { rows: rows.slice(at, at + size) };
-        return;
-      }
-      const name = `saga_stream_${++cursors}`;
-      await send(`declare ${name} no scroll cursor for ${query.sql}`, query.parameters);
-      try {
-        for (;;) {
-          const [result] = await send(`fetch forward ${size} from ${name}`, []);
-          const rows = result?.rows ?? [];
-          if (rows.length === 0) return;
-          yield { rows };
-        }
-      } finally {
-        if (held.open) await send(`close ${name}`, []).catch(() => undefined);
-      }
-    },
+    streamQuery: (query, chunkSize = 100) => streamRows(send, held, () => `saga_stream_${++cursors}`, query, chunkSize),
   };
+}
+
+/**
+ * Sends `sql` on `client` with what waits to go before it (BEGIN, a SAVEPOINT, a lock bound) and, when asked, COMMIT
+ * after it, in one string (a statement with parameters goes alone, after what waited, and never carries COMMIT);
+ * answers with the statement's own results and keeps them in `held.answers`.
+ */
+async function sendWithUnsent(client: PgClient, held: HeldTransaction, sql: string, parameters: readonly unknown[]): Promise<PgResult[]> {
+  const prefix = takeUnsent(held);
+  const commit = prefix.length > 0 && held.commitPending;
+  held.commitPending = false;
+  let own: PgResult[];
+  if (parameters.length > 0) {
+    if (prefix.length > 0) await client.query(prefix.join('; '));
+    own = listOf(await client.query(sql, parameters));
+  } else if (prefix.length === 0) {
+    own = listOf(await client.query(sql, []));
+  } else {
+    // COMMIT starts a line of its own: a statement ending in a line comment (an `onQuery` hook's tag) would
+    // otherwise turn it into part of the comment, and the transaction would stay open on the pooled connection.
+    const all = listOf(await client.query([...prefix, sql].join('; ') + (commit ? `\n; ${COMMIT_SQL}` : ''), []));
+    if (commit) {
+      const committedAs = all.at(-1)?.command ?? undefined;
+      if (committedAs !== 'COMMIT' && committedAs !== 'ROLLBACK') {
+        // The last statement run was not COMMIT: the transaction's state is unknown; it is not taken for ended.
+        throw new Error(`the statement sent with COMMIT was answered with ${committedAs ?? 'nothing'} last, not COMMIT`);
+      }
+      held.committed = true;
+      held.committedAs = committedAs;
+    }
+    own = all.slice(prefix.length, commit ? -1 : undefined);
+  }
+  if (held.commitSending) {
+    held.commitSending = false;
+    held.committedAs = own.at(-1)?.command ?? undefined;
+  }
+  held.answers = own.map((result) => ({ affectedRows: result.rowCount ?? 0, rows: result.rows ?? [] }));
+  return own;
+}
+
+/**
+ * `em.stream()` in the transaction: a cursor of the transaction's own (named by `cursorName`), read `chunkSize` rows at a time.
+ * PostgreSQL declares cursors for SELECT and VALUES only: any other statement (UPDATE ... RETURNING) runs whole, its
+ * rows handed out `chunkSize` at a time.
+ */
+async function* streamRows(
+  send: (sql: string, parameters: readonly unknown[]) => Promise<PgResult[]>,
+  held: HeldTransaction,
+  cursorName: () => string,
+  query: CompiledQuery,
+  chunkSize: number,
+): AsyncIterableIterator<{ readonly rows: unknown[] }> {
+  const size = Math.max(1, Math.floor(chunkSize));
+  if (!CURSOR_STATEMENT.test(query.sql)) {
+    const [result] = (await send(query.sql, query.parameters)).slice(-1);
+    const rows = result?.rows ?? [];
+    for (let at = 0; at < rows.length; at += size) yield { rows: rows.slice(at, at + size) };
+    return;
+  }
+  const name = cursorName();
+  await send(`declare ${name} no scroll cursor for ${query.sql}`, query.parameters);
+  try {
+    for (;;) {
+      const [result] = await send(`fetch forward ${size} from ${name}`, []);
+      const rows = result?.rows ?? [];
+      if (rows.length === 0) return;
+      yield { rows };
+    }
+  } finally {
+    if (held.open) await send(`close ${name}`, []).catch(() => undefined);
+  }
 }
 
 /** A statement PostgreSQL declares a cursor for: SELECT or VALUES, after leading blanks, comments and parentheses. */
