@@ -13,7 +13,7 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MikroORM } from '@mikro-orm/core';
-import { migrateUp, updateSchema } from '../src/orm/index.js';
+import { migrateUp, updateSchema } from '../src/orm/schema-tools.js';
 import { ScriptedSaga } from '../test/fixtures/scripted-saga.js';
 import { type ChildLine, seedDueTimers, seedingRuntime, startChild } from '../test/support/child-dispatchers.js';
 import { connectionOptions } from '../test/support/databases.js';

@@ -7,7 +7,7 @@
 import { defineEntity, type MikroORM, type Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
-import { ORM_MAJOR } from '../src/orm/compat.js';
+import { ORM_MAJOR } from '../src/orm/orm-major.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { gatherOneGroup, holdRow } from './support/one-group.js';
 import { KYSELY_TRANSACTIONS, ONE_STATEMENT_START, TOGETHER_START } from './support/pg-statements.js';

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, type HandleResult, SagaRuntime, type TimerDelivery } from '../src/index.js';
-import { lockOrder } from '../src/saga/unit-of-work/group-commit.js';
+import { lockOrder } from '../src/saga/unit-of-work/lock-order.js';
 import { createDatabaseContext } from '../src/sql/database-context.js';
 import { renewLeases } from '../src/sql/dispatch-statements.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';

@@ -8,7 +8,9 @@
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
-import { ORM_MAJOR, pgConnectionOptions, queryRows } from '../src/orm/index.js';
+import { pgConnectionOptions } from '../src/orm/connection-info.js';
+import { queryRows } from '../src/orm/index.js';
+import { ORM_MAJOR } from '../src/orm/orm-major.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { uniqueKey, useDatabase } from './support/suite.js';

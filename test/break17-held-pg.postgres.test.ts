@@ -1,10 +1,10 @@
 // break17: attacks on the unit transaction the library holds itself on MikroORM 7 with PostgreSQL
-// (src/orm/pg-held-transaction.ts, commits 32cd0c5 and dd7bcc9). Each test states what an application may do with
+// (src/orm/mikro-orm-7/pg-held-transaction.ts, commits 32cd0c5 and dd7bcc9). Each test states what an application may do with
 // MikroORM 7 inside (or around) a unit of work, and what it must see: the same as on kysely's own transaction.
 import { type EventSubscriber, LockMode, type MikroORM, type Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
-import { ORM_MAJOR } from '../src/orm/compat.js';
+import { ORM_MAJOR } from '../src/orm/orm-major.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { driverPg, KYSELY_TRANSACTIONS, lockWaits, statementsSent } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';

@@ -1,6 +1,6 @@
 // break18: the session of a unit's connection ends (pg_terminate_backend, a PostgreSQL restart, an idle-session
 // timeout) after the connection was taken from the pool and before the unit sent anything on it (both majors; on
-// MikroORM 7 the connection comes straight from MikroORM's pg pool, src/orm/pg-held-transaction.ts).
+// MikroORM 7 the connection comes straight from MikroORM's pg pool, src/orm/mikro-orm-7/pg-held-transaction.ts).
 import type { MikroORM, Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaPersistenceError, SagaRuntime } from '../src/index.js';

@@ -1,11 +1,12 @@
-// break19: attacks on SQLite's deferred BEGIN on MikroORM 6 (src/orm/compat.ts queryAfterDeferredBegin): a unit sent
+// break19: attacks on SQLite's deferred BEGIN on MikroORM 6 (src/orm/mikro-orm-6/knex-held-transaction.ts queryAfterDeferredBegin): a unit sent
 // alone that should not have been, atomicity of units whose write is several statements, subscribers that run
 // statements or nested transactions at afterTransactionStart, the query log, group commits opened by SAVEPOINT,
 // version conflicts, and a lone UPDATE that waits for another connection's write lock.
 import type { EventSubscriber, MikroORM, TransactionEventArgs } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
-import { ORM_MAJOR, queryRows } from '../src/orm/index.js';
+import { queryRows } from '../src/orm/index.js';
+import { ORM_MAJOR } from '../src/orm/orm-major.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS, isSqlite, waitsForLocksSynchronously } from './support/databases.js';

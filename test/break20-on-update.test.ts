@@ -6,7 +6,7 @@
 import { defineEntity } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaDispatcher, SagaRuntime, SagaState, SagaStateSchema, SagaTimer, silentLogger } from '../src/index.js';
-import { computeChangeSetsOnce } from '../src/orm/compat.js';
+import { computeChangeSetsOnce } from '../src/orm/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { DIALECTS } from './support/databases.js';
 import { uniqueKey, useDatabase } from './support/suite.js';

@@ -1,12 +1,12 @@
 // A unit of work reads its saga from the primary database, never from a read replica, whether it reads the row
-// with its own SELECT (src/orm/compat.ts rowReadSql) or through em.findOne (a saga with a formula): with read
+// with its own SELECT (src/orm/direct-reads.ts rowReadSql) or through em.findOne (a saga with a formula): with read
 // replicas configured and `preferReadReplicas` (MikroORM's default), em.findOne outside a transaction would read a
 // replica, whose row may lag behind the one the version-guarded write checks. Here the replica holds a different
 // row for the same key: a step that ran on it would write its note, or fail its version guard.
 import { defineEntity, MikroORM } from '@mikro-orm/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
-import { migrateUp, updateSchema } from '../src/orm/index.js';
+import { migrateUp, updateSchema } from '../src/orm/schema-tools.js';
 import { connectionOptions, createEmptyDatabase, DIALECTS, type EmptyDatabase, isSqlite } from './support/databases.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 

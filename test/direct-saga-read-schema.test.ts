@@ -1,10 +1,10 @@
-// The unit of work's own read of a saga row (src/orm/compat.ts rowReadSql) must read the table em.findOne reads:
+// The unit of work's own read of a saga row (src/orm/direct-reads.ts rowReadSql) must read the table em.findOne reads:
 // em.findOne takes the schema of the EntityManager (`em.fork({ schema })`, `em.schema = ...`) and of the config
 // (`schema` option) for an entity without one of its own, and a wildcard (`schema: '*'`) entity's rows from there.
 import { defineEntity, type EntityManager, type EntityMetadata, helper, wrap } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { SagaState, SagaStateSchema } from '../src/index.js';
-import { hydrateRow, readRowBy, readsRowsDirectly, rowReadSql } from '../src/orm/compat.js';
+import { hydrateRow, readRowBy, readsRowsDirectly, rowReadSql } from '../src/orm/index.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
 class SchemaReadSaga extends SagaState {

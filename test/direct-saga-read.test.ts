@@ -1,11 +1,11 @@
-// A unit of work reads its saga's row with a SELECT of its own, built once per saga type (src/orm/compat.ts
+// A unit of work reads its saga's row with a SELECT of its own, built once per saga type (src/orm/direct-reads.ts
 // rowReadSql, readRowBy), instead of em.findOne's QueryBuilder on every message: the managed entity must be exactly
 // what em.findOne gives, for every plain column type, and every mapping that SELECT would not read as em.findOne
 // does (a formula, a lazy property, an embeddable, a relation, a type read through SQL) keeps em.findOne.
 import { DecimalType, defineEntity, type EntityManager, type EntityMetadata, helper, type Platform, Type, wrap } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
-import { hydrateRow, readRowBy, rowReadSql } from '../src/orm/compat.js';
+import { hydrateRow, readRowBy, rowReadSql } from '../src/orm/index.js';
 import { LabelListType } from './fixtures/label-list-type.js';
 import { DIALECTS } from './support/databases.js';
 import { uniqueKey, useDatabase } from './support/suite.js';

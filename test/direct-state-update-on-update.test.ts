@@ -6,7 +6,7 @@
 import { defineEntity } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
-import { plainRowUpdate } from '../src/orm/compat.js';
+import { plainRowUpdate } from '../src/orm/index.js';
 import { DIALECTS } from './support/databases.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 

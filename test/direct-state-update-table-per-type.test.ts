@@ -6,7 +6,7 @@
 import { defineEntity } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
-import { ORM_MAJOR } from '../src/orm/compat.js';
+import { ORM_MAJOR } from '../src/orm/orm-major.js';
 import { DIALECTS } from './support/databases.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 

@@ -1,12 +1,12 @@
 // The write phase updates a loaded saga row with one UPDATE of its own, built from MikroORM's change set
-// (src/orm/compat.ts plainRowUpdate, src/sql/saga-statements.ts updateSagaRow), instead of MikroORM's flush:
+// (src/orm/plain-update.ts plainRowUpdate, src/sql/saga-statements.ts updateSagaRow), instead of MikroORM's flush:
 // the stored row must be exactly what the flush writes, for every plain column type. MikroORM's flush still
 // writes the row when a hook or subscriber listens to the flush, or when a changed column needs MikroORM's own
 // handling (JSON here).
 import { DecimalType, defineEntity, type EventArgs, type EventSubscriber, type FlushEventArgs } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../src/index.js';
-import { plainRowUpdate } from '../src/orm/compat.js';
+import { plainRowUpdate } from '../src/orm/index.js';
 import { LabelListType } from './fixtures/label-list-type.js';
 import { DIALECTS } from './support/databases.js';
 import { uniqueKey, useDatabase } from './support/suite.js';

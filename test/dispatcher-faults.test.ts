@@ -19,7 +19,7 @@ import {
   SagaTimer,
   silentLogger,
 } from '../src/index.js';
-import { pgConnectionOptions } from '../src/orm/index.js';
+import { pgConnectionOptions } from '../src/orm/connection-info.js';
 import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-statements.js';
 import { FakeClock } from '../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';

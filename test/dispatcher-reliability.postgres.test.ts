@@ -2,7 +2,7 @@
 // outage mid-run, on PostgreSQL.
 import { describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, SagaTimer, silentLogger } from '../src/index.js';
-import { pgConnectionOptions } from '../src/orm/index.js';
+import { pgConnectionOptions } from '../src/orm/connection-info.js';
 import { drainDueTimers, FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { type ChildLine, sagasNotAppliedOnce, seedDueTimers, startChild } from './support/child-dispatchers.js';

@@ -6,7 +6,7 @@
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, SagaConcurrencyError, SagaDispatcher, SagaRuntime, type SagaRuntimeOptions, silentLogger } from '../src/index.js';
-import { pgConnectionOptions } from '../src/orm/index.js';
+import { pgConnectionOptions } from '../src/orm/connection-info.js';
 import { lockTimeoutSql } from '../src/saga/unit-of-work/group-commit.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';

@@ -6,7 +6,7 @@ import { MikroORM } from '@mikro-orm/core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { defineSaga } from '../src/index.js';
 import { SagaOperations } from '../src/operations/index.js';
-import { migrateUp, updateSchema } from '../src/orm/index.js';
+import { migrateUp, updateSchema } from '../src/orm/schema-tools.js';
 import { NumberedSaga } from './fixtures/numbered-saga.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { connectionOptions } from './support/databases.js';

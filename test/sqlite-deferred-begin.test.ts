@@ -1,11 +1,12 @@
 // On SQLite through MikroORM 6 (knex: node-sqlite3 and better-sqlite3) a unit's BEGIN waits for the unit's first
-// statement (src/orm/compat.ts, queryAfterDeferredBegin): a unit whose whole write is one statement sends it alone,
+// statement (src/orm/mikro-orm-6/knex-held-transaction.ts, queryAfterDeferredBegin): a unit whose whole write is one statement sends it alone,
 // where it commits itself (SQLite runs it as a transaction of its own: all or nothing), without BEGIN and COMMIT; a
 // group's transaction opens with its first unit's SAVEPOINT. Observed at the driver: what knex hands SQLite.
 import type { EventSubscriber } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaPersistenceError, SagaRuntime } from '../src/index.js';
-import { ORM_MAJOR, queryRows } from '../src/orm/index.js';
+import { queryRows } from '../src/orm/index.js';
+import { ORM_MAJOR } from '../src/orm/orm-major.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS, isSqlite } from './support/databases.js';
 import { rowsOf } from './support/rows.js';

@@ -5,7 +5,7 @@
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
-import { pgConnectionOptions } from '../src/orm/index.js';
+import { pgConnectionOptions } from '../src/orm/connection-info.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { rowLocker } from './support/row-locks.js';
 import { rowsOf } from './support/rows.js';

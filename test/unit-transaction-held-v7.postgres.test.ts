@@ -1,12 +1,12 @@
 // MikroORM 7 on PostgreSQL: the library holds a unit's transaction on a connection of MikroORM's pg pool itself
-// (src/orm/pg-held-transaction.ts) and gives MikroORM a transaction context of its own. What an application does with
+// (src/orm/mikro-orm-7/pg-held-transaction.ts) and gives MikroORM a transaction context of its own. What an application does with
 // the EntityManager inside the unit (a transaction subscriber here) must run in that transaction as on kysely's own:
 // typed kysely queries (`em.getKysely()`), `em.stream()`, nested `em.transactional()`; and nothing may run in it
 // once it has ended.
 import type { EntityManager, MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
-import { ORM_MAJOR } from '../src/orm/compat.js';
+import { ORM_MAJOR } from '../src/orm/orm-major.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { statementsSent } from './support/pg-statements.js';
 import { rowsOf } from './support/rows.js';

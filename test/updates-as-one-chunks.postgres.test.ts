@@ -3,7 +3,7 @@
 // must still be its own, in order, whichever statement carried it, and a table with a trigger still writes nothing.
 import { describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
-import { freshFork, queryRows } from '../src/orm/compat.js';
+import { freshFork, queryRows } from '../src/orm/index.js';
 import { runUpdatesAsOne } from '../src/sql/saga-statements.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { ONE_STATEMENT_START, statementsSent } from './support/pg-statements.js';

@@ -9,7 +9,7 @@ import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { SqliteDriver } from '@mikro-orm/sqlite';
 import { SAGA_MIGRATIONS } from '../../migrations/index.js';
 import { SAGA_ENTITIES } from '../../src/index.js';
-import { dropSchema, migrateUp, updateSchema } from '../../src/orm/index.js';
+import { dropSchema, migrateUp, updateSchema } from '../../src/orm/schema-tools.js';
 import { OrderSagaState } from './order-saga.js';
 
 export async function openDemoDatabase(): Promise<{ orm: MikroORM; where: string }> {

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { MikroORM } from '@mikro-orm/core';
-import { loadOrmConfig, ormConfigPaths } from '../orm/config-loader.js';
+import { loadOrmConfig, ormConfigPaths } from '../orm/index.js';
 import type { SagaDefinition } from '../saga/define-saga.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
 import { CliUsageError } from './cli-usage-error.js';

@@ -2,7 +2,7 @@ import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
 import { SagaError } from '../errors.js';
 import { SagaOperations } from '../operations/saga-operations.js';
-import { isDriverException } from '../orm/compat.js';
+import { isDriverException } from '../orm/index.js';
 import { systemClock } from '../time/clock.js';
 import type { CliCommand, CliInput, CliOutput } from './cli-command.js';
 import { CLI_EXIT_CODES } from './cli-exit-codes.js';

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { SagaError } from '../errors.js';
-import { platformNames } from '../orm/compat.js';
+import { platformNames } from '../orm/index.js';
 
 /**
  * What the library needs to know about the database. The runtime and the dispatcher ask these

@@ -1,4 +1,4 @@
-import { isDriverException } from '../orm/compat.js';
+import { isDriverException } from '../orm/index.js';
 import { SagaDispatchError } from './dispatch-pass-error.js';
 
 /**

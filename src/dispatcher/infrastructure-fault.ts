@@ -1,6 +1,6 @@
 import type { DriverException } from '@mikro-orm/core';
 import { SAGA_ERROR_CODES, SagaError, type SagaErrorCode } from '../errors.js';
-import { isConnectionOrLockError, isDriverException, isPoolTimeout } from '../orm/compat.js';
+import { isConnectionOrLockError, isDriverException, isPoolTimeout } from '../orm/index.js';
 
 // SQLSTATE classes that describe the server or the connection, never the statement or the row:
 // 08 connection exception, 53 insufficient resources, 57 operator intervention (57P01 "terminating

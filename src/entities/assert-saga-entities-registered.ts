@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { SagaDefinitionError } from '../errors.js';
-import { allEntityMetadata } from '../orm/compat.js';
+import { allEntityMetadata } from '../orm/index.js';
 import { SAGA_ENTITIES } from './index.js';
 
 /**

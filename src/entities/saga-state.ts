@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DateTimeType, EntitySchema } from '@mikro-orm/core';
-import { indexExpression } from '../orm/compat.js';
+import { indexExpression } from '../orm/index.js';
 
 /**
  * Base class of every saga state entity. Extend it with the saga's own typed columns and map the subclass

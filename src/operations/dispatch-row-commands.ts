@@ -1,4 +1,4 @@
-import { freshFork, isDriverException, isInvalidFieldName, isPoolTimeout, isTableNotFound, isUniqueViolation } from '../orm/compat.js';
+import { freshFork, isDriverException, isInvalidFieldName, isPoolTimeout, isTableNotFound, isUniqueViolation } from '../orm/index.js';
 import type { DispatchTable } from '../sql/dispatch-statements.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
 import { checkDate, checkedInput, checkIds, invalidInput } from './operation-input.js';

@@ -1,5 +1,5 @@
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
-import { freshFork } from '../orm/compat.js';
+import { freshFork } from '../orm/index.js';
 import { storedDateProblem, storedValueInvalid } from '../saga/stored-values.js';
 import type { OutboxProperty, TimerProperty } from '../sql/database-context.js';
 import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';

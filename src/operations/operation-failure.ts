@@ -1,5 +1,5 @@
 import { SagaError, SagaPersistenceError, SagaSchemaError } from '../errors.js';
-import { isConnectionError, isInvalidFieldName, isTableNotFound } from '../orm/compat.js';
+import { isConnectionError, isInvalidFieldName, isTableNotFound } from '../orm/index.js';
 import { SCHEMA_FIX } from '../schema/verify-saga-schema.js';
 
 /**

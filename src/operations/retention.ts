@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { freshFork, inFreshTransaction } from '../orm/compat.js';
+import { freshFork, inFreshTransaction } from '../orm/index.js';
 import { DEFAULT_PURGE_BATCH_SIZE, MAX_PURGE_BATCH_SIZE } from '../saga/handled-messages.js';
 import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';

@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/core';
 import type { DialectAdapter } from '../dialect/dialect-adapter.js';
 import { SagaConcurrencyError, SagaValidationError } from '../errors.js';
 import { uuidV7 } from '../ids/uuid-v7.js';
-import { inFreshTransaction } from '../orm/compat.js';
+import { inFreshTransaction } from '../orm/index.js';
 import { fieldOf, SAGA_COLUMN_FIXES, storedDateProblem, storedValueInvalid, storedVersionProblem } from '../saga/stored-values.js';
 import { insertOutboxMessages } from '../sql/outbox-statements.js';
 import { queryRows, runStatement } from '../sql/sql-executor.js';

@@ -2,7 +2,7 @@ import { wrap } from '@mikro-orm/core';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import type { SagaState } from '../entities/saga-state.js';
 import { SagaValidationError } from '../errors.js';
-import { freshFork } from '../orm/compat.js';
+import { freshFork } from '../orm/index.js';
 import { labelOf } from '../saga/stored-text.js';
 import { checkStoredSagaRow, isStackOverflow, jsonTooDeep } from '../saga/stored-values.js';
 import { queryRows } from '../sql/sql-executor.js';

@@ -1,6 +1,6 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { SagaCorrelationError } from '../errors.js';
-import { columnOf, entityMetadata, tableOf } from '../orm/compat.js';
+import { columnOf, entityMetadata, tableOf } from '../orm/index.js';
 import { type CorrelationCheck, correlationCheckFor } from '../saga/correlation-value.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
 

@@ -1,48 +1,37 @@
+// The only way into src/orm from the rest of the library: exactly what the rest of src uses. MikroORM's majors differ
+// behind `UnitTransactions` (one implementation per major, chosen once by `createUnitTransactions`); the rest is the
+// same on both.
+export { loadOrmConfig, ormConfigPaths } from './config-loader.js';
+export { configuredDbName, isReachable, platformNames, serverAddress } from './connection-info.js';
+export { createUnitTransactions } from './create-unit-transactions.js';
+export { findRowsByPrimaryKey, hydrateRow, readRowBy, readsRowsDirectly, rowReadSql } from './direct-reads.js';
 export {
-  allEntityMetadata,
-  beginUnit,
-  columnOf,
-  commitUnit,
-  configuredDbName,
+  conflictKind,
   convertDriverError,
-  entityMetadata,
-  executeSql,
-  freshFork,
-  type IndexTable,
-  indexExpression,
-  inFreshTransaction,
   isConcurrencyConflict,
   isConnectionError,
   isConnectionOrLockError,
   isDriverException,
   isInvalidFieldName,
+  isLockWait,
+  isNeverSent,
   isOptimisticLockError,
   isPoolTimeout,
-  isReachable,
-  isScalarProperty,
+  isRefusedByServer,
   isServerException,
   isTableNotFound,
   isUniqueViolation,
-  ORM_MAJOR,
-  type PgConnectionSettings,
-  pgConnectionOptions,
-  platformNames,
-  queryRows,
-  queryRowsUnder,
+} from './driver-errors.js';
+export {
+  allEntityMetadata,
+  columnOf,
+  entityMetadata,
+  indexExpression,
+  isScalarProperty,
   quoteName,
-  rollbackUnit,
-  runStatement,
-  serverAddress,
   storedProperties,
   tableOf,
-} from './compat.js';
-export { loadOrmConfig, ormConfigPaths } from './config-loader.js';
-export {
-  type CreatedMigration,
-  createMigration,
-  dropSchema,
-  executedMigrations,
-  migrateUp,
-  updateSchema,
-  updateSchemaSql,
-} from './schema-tools.js';
+} from './metadata.js';
+export { type ColumnValue, computeChangeSetsOnce, markWritten, plainRowUpdate, recordInsertedNulls } from './plain-update.js';
+export { executeSql, freshFork, inFreshTransaction, queryRows, runStatement } from './sql-execution.js';
+export { CommitNotSent, CommitRolledBack, type UnitTransaction, type UnitTransactions } from './unit-transaction.js';

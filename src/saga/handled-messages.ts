@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { type SagaError, SagaPersistenceError, SagaSchemaError, SagaValidationError } from '../errors.js';
-import { freshFork, isTableNotFound } from '../orm/compat.js';
+import { freshFork, isTableNotFound } from '../orm/index.js';
 import { deleteHandledMessagesBefore, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
 import { nameProblem } from './stored-text.js';
 

@@ -7,7 +7,7 @@ import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-r
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaState } from '../entities/saga-state.js';
 import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
-import { conflictKind, entityMetadata, freshFork, isScalarProperty } from '../orm/compat.js';
+import { conflictKind, entityMetadata, freshFork, isScalarProperty } from '../orm/index.js';
 import { verifySagaSchema } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
 import { findHandledMessage, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
@@ -230,7 +230,7 @@ export class SagaRuntime {
     this.context = createDatabaseContext(options.em);
     this.dialect = this.context.dialect;
     this.options = resolveRuntimeOptions(options, this.dialect.groupsAtOnce);
-    this.groups = this.options.groupCommit ? new GroupCommit(this.options.em, this.options.groupCommit) : undefined;
+    this.groups = this.options.groupCommit ? new GroupCommit(this.context, this.options.groupCommit) : undefined;
     for (const [index, definition] of this.options.sagas.entries()) {
       const problem = definitionProblem(definition);
       if (problem) {
@@ -634,7 +634,7 @@ export class SagaRuntime {
 
   /** The write phase of one unit of work: in the next group, or in a transaction of its own when grouping is off. */
   private write(unit: UnitWrite): Promise<WriteReport> {
-    return this.groups ? this.groups.write(unit) : writePlan(unit.em, unit.plan, unit.target);
+    return this.groups ? this.groups.write(unit) : writePlan(this.context.transactions, unit.em, unit.plan, unit.target);
   }
 
   private ignored(base: ResultBase, saga: RegisteredSaga, instance: IgnoredMessage, timer: TimerDelivery | undefined): HandleResult {

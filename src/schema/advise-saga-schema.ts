@@ -3,7 +3,7 @@ import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
 import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
 import { SagaOutbox } from '../entities/saga-outbox.js';
 import { SagaTimer } from '../entities/saga-timer.js';
-import { entityMetadata, freshFork } from '../orm/compat.js';
+import { entityMetadata, freshFork } from '../orm/index.js';
 import { readTableSettings } from './read-catalog.js';
 
 /** A table setting the library recommends but does not need: the schema fits without it. */

@@ -5,7 +5,7 @@ import { SagaHandledMessage, SagaHandledMessageSchema } from '../entities/saga-h
 import { SagaOutbox, SagaOutboxSchema } from '../entities/saga-outbox.js';
 import { SagaTimer, SagaTimerSchema } from '../entities/saga-timer.js';
 import { SagaDefinitionError, SagaSchemaError } from '../errors.js';
-import { entityMetadata, freshFork } from '../orm/compat.js';
+import { entityMetadata, freshFork } from '../orm/index.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
 import { type CatalogTable, normalizeSql, readCatalog } from './read-catalog.js';
 

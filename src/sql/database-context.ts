@@ -3,7 +3,7 @@ import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
 import { SagaOutbox } from '../entities/saga-outbox.js';
 import { SagaTimer } from '../entities/saga-timer.js';
 import { SagaDefinitionError } from '../errors.js';
-import { entityMetadata, freshFork, quoteName, tableOf } from '../orm/compat.js';
+import { createUnitTransactions, entityMetadata, freshFork, quoteName, tableOf, type UnitTransactions } from '../orm/index.js';
 
 /** A library table as the hand-written statements name it: quoted, read from MikroORM's metadata. */
 export interface TableNames<TProperty extends string> {
@@ -21,7 +21,8 @@ export type OutboxProperty = keyof SagaOutbox & string;
 /**
  * What every hand-written statement needs, built once per runtime and handed to the runtime, the dispatcher
  * and the statements (as graphile-worker hands its compiled options to every query): the EntityManager, the
- * database's capabilities, and the library tables' names as MikroORM's metadata has them, so a naming
+ * database's capabilities, how units of work hold their transactions on the installed MikroORM major, and the
+ * library tables' names as MikroORM's metadata has them, so a naming
  * strategy or a schema option reaches every statement. Internal: not part of the public API.
  */
 export interface DatabaseContext {
@@ -33,6 +34,8 @@ export interface DatabaseContext {
    */
   readonly autocommit: EntityManager;
   readonly dialect: DialectAdapter;
+  /** How units of work hold their transactions on the installed MikroORM major, chosen once here. */
+  readonly transactions: UnitTransactions;
   readonly tables: {
     readonly saga_timer: TableNames<TimerProperty>;
     readonly saga_outbox: TableNames<OutboxProperty>;
@@ -49,6 +52,7 @@ export function createDatabaseContext(em: EntityManager): DatabaseContext {
     em,
     autocommit: freshFork(em),
     dialect: dialectOf(em),
+    transactions: createUnitTransactions(),
     tables: {
       saga_timer: tableNames<TimerProperty>(em, SagaTimer),
       saga_outbox: tableNames<OutboxProperty>(em, SagaOutbox),

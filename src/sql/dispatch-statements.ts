@@ -1,7 +1,7 @@
 import { OUTBOX_OUTCOMES, TIMER_OUTCOMES } from '../entities/dispatch-states.js';
 import { storableText } from '../text/storable-text.js';
 import type { DatabaseContext, OutboxProperty, TimerProperty } from './database-context.js';
-import { placeholders, queryRows, queryRowsUnder, runStatement } from './sql-executor.js';
+import { placeholders, queryRows, runStatement } from './sql-executor.js';
 
 /** The two tables the dispatcher drains; they share their dispatch columns. */
 export const DISPATCH_TABLES = { timer: 'saga_timer', outbox: 'saga_outbox' } as const;
@@ -139,7 +139,7 @@ export function claimDueRows(
   }`;
   const dueParams = [now, now, guard.startedBefore ?? now, ...exclude, limit];
   if (!startAtClaim) {
-    return queryRowsUnder<Record<string, unknown>>(
+    return db.transactions.queryRowsUnder<Record<string, unknown>>(
       db.autocommit,
       db.dialect.claimSettings,
       `update ${name} set ${c.token} = ${db.dialect.newTokenSql}, ${c.lockedUntil} = ?, ${c.deliveryStartedAt} = null, ${charge}
@@ -158,7 +158,7 @@ export function claimDueRows(
   const picked = `select ${c.id}, ${c.sagaType} as "st", ${c.sagaId} as "si", ${c.availableAt} as "av", ${c.attempts} as "at",
        case when ${lost} then 1 else 0 end as "lost", ${c.lastError} as "le" from ${name}
      where ${c.id} in (select ${c.id} from "locked")${db.dialect.supportsSkipLocked ? ' for update' : ''}`;
-  return queryRowsUnder<Record<string, unknown>>(
+  return db.transactions.queryRowsUnder<Record<string, unknown>>(
     db.autocommit,
     db.dialect.claimSettings,
     `with "locked" as (${pick}),

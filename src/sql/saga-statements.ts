@@ -1,5 +1,5 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
-import { type ColumnValue, columnOf, queryRows, runStatement, tableOf } from '../orm/compat.js';
+import { type ColumnValue, columnOf, queryRows, runStatement, tableOf } from '../orm/index.js';
 import { PENDING_BY_ID, stampTimerStatement, type TimerStamp } from './timer-statements.js';
 
 /**

@@ -1,5 +1,5 @@
-// The statements' entry points into the ORM; the work is done by the compatibility seam (src/orm/compat.ts).
-export { queryRows, queryRowsUnder, runStatement } from '../orm/compat.js';
+// The statements' entry points into the ORM (src/orm).
+export { queryRows, runStatement } from '../orm/index.js';
 
 /** `?, ?, ?` for `count` parameters. */
 export function placeholders(count: number): string {

@@ -9,7 +9,7 @@ import { SqliteDriver } from '@mikro-orm/sqlite';
 import { inject } from 'vitest';
 import { SAGA_MIGRATIONS } from '../../migrations/index.js';
 import { SAGA_ENTITIES } from '../../src/index.js';
-import { migrateUp, updateSchema } from '../../src/orm/index.js';
+import { migrateUp, updateSchema } from '../../src/orm/schema-tools.js';
 import { LOADED_ORM_MAJOR } from './orm-leg.js';
 import { adminQuery, withDatabase } from './postgres-server.js';
 

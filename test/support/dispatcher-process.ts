@@ -20,7 +20,7 @@
  */
 import { MikroORM } from '@mikro-orm/core';
 import { type Clock, SagaDispatcher, SagaRuntime, silentLogger, systemClock } from '../../src/index.js';
-import { pgConnectionOptions } from '../../src/orm/index.js';
+import { pgConnectionOptions } from '../../src/orm/connection-info.js';
 import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '../fixtures/scripted-saga.js';
 import { connectionOptions, parseDialect } from './databases.js';
 

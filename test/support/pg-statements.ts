@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import type { MikroORM } from '@mikro-orm/core';
 import pg from 'pg';
-import { ORM_MAJOR } from '../../src/orm/compat.js';
+import { ORM_MAJOR } from '../../src/orm/orm-major.js';
 
 /**
  * The pg module MikroORM's driver uses: the repository's on MikroORM 6; the MikroORM 7 leg's own copy on 7 (the leg

@@ -36,6 +36,30 @@ describe('the MikroORM compatibility seam', () => {
     expect(offenders).toEqual([]);
   });
 
+  it('the rest of the library reaches src/orm through src/orm/index.ts only, which exports only what it uses', async () => {
+    const deeper: string[] = [];
+    const used = new Set<string>();
+    for (const file of await sourceFiles(src)) {
+      const path = relative(src, file);
+      if (path.startsWith('orm/')) continue;
+      const text = await readFile(file, 'utf8');
+      for (const [, names, module] of text.matchAll(/(?:import|export)\s*(?:type\s*)?\{([^}]*)\}\s*from\s*'(?:\.\.?\/)+orm\/([^']+)'/g)) {
+        if (module !== 'index.js') deeper.push(`${path} imports src/orm/${module}`);
+        for (const name of names!.split(',')) used.add(name.replace(/^\s*type\s+/, '').trim());
+      }
+    }
+    expect(deeper).toEqual([]);
+    const index = await readFile(join(src, 'orm', 'index.ts'), 'utf8');
+    const exported = [...index.matchAll(/export\s*\{([^}]*)\}/g)].flatMap(([, names]) =>
+      names!
+        .split(',')
+        .map((name) => name.replace(/^\s*type\s+/, '').trim())
+        .filter(Boolean),
+    );
+    expect(exported.length).toBeGreaterThan(0);
+    expect(exported.filter((name) => !used.has(name))).toEqual([]);
+  });
+
   it('the library imports nothing from @mikro-orm/knex, @mikro-orm/sql or @mikro-orm/decorators', async () => {
     const offenders: string[] = [];
     for (const file of await sourceFiles(src)) {

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { SagaDefinitionError } from '../../src/errors.js';
 import { resolveRuntimeOptions } from '../../src/saga/saga-runtime.js';
-import { lockOrder } from '../../src/saga/unit-of-work/group-commit.js';
+import { lockOrder } from '../../src/saga/unit-of-work/lock-order.js';
 import { type ItemOutcome, UnitBatcher } from '../../src/saga/unit-of-work/unit-batcher.js';
 import { deferred } from '../support/suite.js';
 

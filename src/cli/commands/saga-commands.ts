@@ -1,5 +1,5 @@
 import type { SagaChange, SagaDetail, SagaStatus, SagaSummary } from '../../operations/operation-types.js';
-import { entityMetadata } from '../../orm/compat.js';
+import { entityMetadata } from '../../orm/index.js';
 import {
   type CliCommand,
   type CliContext,

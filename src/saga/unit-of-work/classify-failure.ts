@@ -25,7 +25,7 @@ import {
   serverAddress,
   storedProperties,
   tableOf,
-} from '../../orm/compat.js';
+} from '../../orm/index.js';
 import { countPendingTimersNamed } from '../../sql/timer-statements.js';
 import type { RegisteredSaga } from '../registered-saga.js';
 import { StatementFailure, VersionConflict } from './write-plan.js';

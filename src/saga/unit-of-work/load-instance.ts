@@ -1,6 +1,6 @@
 import type { EntityData, EntityManager } from '@mikro-orm/core';
 import type { SagaState } from '../../entities/saga-state.js';
-import { hydrateRow, readRowBy, readsRowsDirectly, rowReadSql } from '../../orm/compat.js';
+import { hydrateRow, readRowBy, readsRowsDirectly, rowReadSql } from '../../orm/index.js';
 import type { SagaMessage } from '../define-saga.js';
 import { IGNORE_REASONS, type IgnoreReason } from '../handle-result.js';
 import { type HandleTarget, type RegisteredSaga, readStep } from '../registered-saga.js';

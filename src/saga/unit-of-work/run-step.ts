@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import type { SagaState } from '../../entities/saga-state.js';
 import { SagaError, SagaValidationError } from '../../errors.js';
-import { computeChangeSetsOnce } from '../../orm/compat.js';
+import { computeChangeSetsOnce } from '../../orm/index.js';
 import { TIMER_SCOPES } from '../../timers/timer-plan.js';
 import type { SagaMessage } from '../define-saga.js';
 import { type RegisteredSaga, readStep } from '../registered-saga.js';

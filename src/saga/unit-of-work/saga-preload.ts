@@ -1,5 +1,5 @@
 import type { EntityData, EntityManager } from '@mikro-orm/core';
-import { findRowsByPrimaryKey, freshFork, readsRowsDirectly } from '../../orm/compat.js';
+import { findRowsByPrimaryKey, freshFork, readsRowsDirectly } from '../../orm/index.js';
 import type { RegisteredSaga } from '../registered-saga.js';
 
 /** Most ids in one preload query (SQLite's bound-parameter limit is 999 on old builds). */

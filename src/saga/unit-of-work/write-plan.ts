@@ -2,22 +2,17 @@ import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { dialectOf } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
 import {
-  beginUnit,
-  committedWithStatement,
-  commitUnit,
-  commitWithNextStatement,
   executeSql,
-  foldsStatements,
   isNeverSent,
   isRefusedByServer,
   markWritten,
   plainRowUpdate,
   quoteName,
   recordInsertedNulls,
-  rollbackUnit,
-  sendWithNextStatement,
   tableOf,
-} from '../../orm/compat.js';
+  type UnitTransaction,
+  type UnitTransactions,
+} from '../../orm/index.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
 import {
@@ -52,10 +47,10 @@ export interface PlannedStatement {
   /**
    * Runs the statement inside the open transaction; returns the rows it deleted (0 for other statements). A
    * statement that {@link PlannedStatement.takesLockBound} is given the transaction's lock bound when it runs first,
-   * and sends it (folded into its own SQL, or before it). `alone`: it is the only statement of its own transaction,
-   * so it may carry that transaction's COMMIT (see `commitWithNextStatement`).
+   * and sends it (folded into its own SQL, or before it). `alone`: the transaction this statement is the only one
+   * of, so it may carry that transaction's COMMIT (see `UnitTransaction.commitWithNextStatement`).
    */
-  readonly run: (em: EntityManager, lockBound?: string, alone?: boolean) => Promise<number>;
+  readonly run: (em: EntityManager, lockBound?: string, alone?: UnitTransaction) => Promise<number>;
   /** Whether `run` sends a lock bound it is given; the bound of a plan whose first statement does not is sent before it. */
   readonly takesLockBound?: boolean;
   /** A second table the statement writes (the saga row's UPDATE that also stamps the delivered timer). */
@@ -183,41 +178,44 @@ export function statementsOf(plan: UnitOfWorkPlan, target: SagaRowTarget, update
 }
 
 /**
- * Phase 4 of a unit of work: runs the plan's statements and commits, in one transaction of `em`; `prelude` (the
- * group's lock timeout) runs first in it.
+ * Phase 4 of a unit of work: runs the plan's statements and commits, in one transaction of `em` opened by
+ * `transactions`; `prelude` (the group's lock timeout) runs first in it.
  * On any failure everything is rolled back and the error is rethrown: {@link VersionConflict},
  * {@link StaleTimer}, or a {@link StatementFailure} naming the operation and table.
  */
 export async function writePlan(
+  transactions: UnitTransactions,
   em: EntityManager,
   plan: UnitOfWorkPlan,
   target: SagaRowTarget,
   prelude?: ((em: EntityManager) => Promise<unknown>) | string,
 ): Promise<WriteReport> {
-  await runNamed('begin', undefined, () => beginUnit(em));
+  const transaction = await runNamed('begin', undefined, () => transactions.begin(em));
   try {
     if (typeof prelude === 'function') await runNamed('begin', undefined, () => prelude(em));
-    const report = await runPlanStatements(em, plan, target, typeof prelude === 'string' ? prelude : undefined, true);
+    const lockBound = typeof prelude === 'string' ? prelude : undefined;
+    const report = await runPlanStatements(transaction, em, plan, target, lockBound, true);
     // em.commit() flushes before it sends COMMIT (normally nothing is left to write): flushed here, what that flush
     // throws is named after the saga row it writes, not reported as a COMMIT whose outcome is unknown. A statement
     // that carried COMMIT was the whole write (the library's UPDATE covered every change): nothing is left.
-    if (!committedWithStatement(em)) await runNamed('update', target.meta.tableName, () => em.flush());
-    await runNamed('commit', undefined, () => commitUnit(em));
+    if (!transaction.committedWithStatement) await runNamed('update', target.meta.tableName, () => em.flush());
+    await runNamed('commit', undefined, () => transaction.commit());
     return report;
   } catch (error) {
-    await rollbackUnit(em).catch(() => undefined);
+    await transaction.rollback().catch(() => undefined);
     throw error;
   }
 }
 
 /**
- * Runs the statements of `plan` on `em`, which must be inside a transaction (its own, or a group's): throws
- * {@link VersionConflict}, {@link StaleTimer} or a {@link StatementFailure} at the first that fails. `lockBound`
- * (a statement without parameters bounding the transaction's lock waits) is sent with the first statement when
- * that statement can carry it, else on its own before it. `ownTransaction`: `em`'s transaction holds this plan
- * only (not a group's savepoint), so a plan of one statement may send COMMIT with it.
+ * Runs the statements of `plan` on `em`, which must be inside `transaction` (its own, or a group's it joined):
+ * throws {@link VersionConflict}, {@link StaleTimer} or a {@link StatementFailure} at the first that fails.
+ * `lockBound` (a statement without parameters bounding the transaction's lock waits) is sent with the first
+ * statement when that statement can carry it, else on its own before it. `ownTransaction`: the transaction holds
+ * this plan only (not a group's savepoint), so a plan of one statement may send COMMIT with it.
  */
 export async function runPlanStatements(
+  transaction: UnitTransaction,
   em: EntityManager,
   plan: UnitOfWorkPlan,
   target: SagaRowTarget,
@@ -226,15 +224,15 @@ export async function runPlanStatements(
 ): Promise<WriteReport> {
   let timersCancelled = 0;
   let bound = lockBound;
-  if (bound && foldsStatements(em)) {
+  if (bound && transaction.foldsStatements) {
     // Goes with the first statement as a statement of its own, in the same round trip: cheaper for PostgreSQL than
     // the WITH query the UPDATE would join (planned as a join, measured 2026-12-02: 50-130 us more per unit).
     const sql = bound;
-    await runNamed('begin', undefined, () => sendWithNextStatement(em, sql));
+    await runNamed('begin', undefined, () => transaction.sendWithNextStatement(sql, em));
     bound = undefined;
   }
   const statements = statementsOf(plan, target, dialectOf(em).updatesInWith);
-  const alone = ownTransaction && statements.length === 1;
+  const alone = ownTransaction && statements.length === 1 ? transaction : undefined;
   for (const statement of statements) {
     if (bound && !statement.takesLockBound) {
       const sql = bound;
@@ -278,7 +276,7 @@ function sagaRowStatement(
   const row = plan.sagaRow;
   const table = meta.tableName;
   /** Writes the row (and the stamp) with the library's own statement; false when another unit changed the row first. */
-  const write = async (em: EntityManager, change: SagaRowChange, lockBound: string | undefined, alone: boolean) => {
+  const write = async (em: EntityManager, change: SagaRowChange, lockBound: string | undefined, alone: UnitTransaction | undefined) => {
     if (!stamp) {
       const written = () =>
         change.columns === 'guard'
@@ -309,7 +307,7 @@ function sagaRowStatement(
       return {
         ...statement,
         run: async (em, lockBound, alone) => {
-          if (!(await write(em, guard, lockBound, alone === true))) throw new VersionConflict();
+          if (!(await write(em, guard, lockBound, alone))) throw new VersionConflict();
           return 0;
         },
         prepare: (em) => prepared(em, guard, nothing, nothing),
@@ -345,7 +343,7 @@ function sagaRowStatement(
             return 0;
           }
           const change = { sagaId: plan.sagaId, loadedVersion: row.loadedVersion, columns };
-          if (!(await write(em, change, lockBound, alone === true))) throw new VersionConflict();
+          if (!(await write(em, change, lockBound, alone))) throw new VersionConflict();
           markWritten(em, state!);
           return 0;
         },
@@ -382,14 +380,14 @@ async function stampOrStale(em: EntityManager, stamp: TimerStamp): Promise<void>
 }
 
 /**
- * Runs `send` (the statement of a plan that is its transaction's only one, when `alone`), asking for the
+ * Runs `send` (the statement of a plan that is the only one of `alone`, its transaction, when given), asking for the
  * transaction's COMMIT to go with it where the ORM and database allow (`commitWithNextStatement`). A failure of
  * such a statement without a server's error (the connection dropped) may have come after COMMIT was applied: it is
  * reported as COMMIT's failure, whose outcome is unknown. A server's error stopped the statement itself, before
  * COMMIT ran: the statement's own failure, as always.
  */
-async function carryingCommit<T>(em: EntityManager, alone: boolean, send: () => Promise<T>): Promise<T> {
-  if (!alone || !commitWithNextStatement(em)) return send();
+async function carryingCommit<T>(em: EntityManager, alone: UnitTransaction | undefined, send: () => Promise<T>): Promise<T> {
+  if (!alone?.commitWithNextStatement()) return send();
   const started = performance.now();
   try {
     return await send();
