@@ -11,7 +11,7 @@ import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaDefinitionError, SagaRuntime, SagaSchemaError } from '../src/index.js';
 import { adviseSagaSchema, inspectSagaSchema, RECOMMENDED_AUTOVACUUM_SETTINGS, verifySagaSchema } from '../src/operations/index.js';
-import { createMigration } from '../src/orm/index.js';
+import { createMigration } from '../src/orm/schema-tools.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { cliDatabaseEnv, FIXTURE_FLAGS, runCliInProcess } from './support/cli-process.js';
