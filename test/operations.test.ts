@@ -461,6 +461,42 @@ for (const dialect of DIALECTS) {
         expect((await rows.timers({ id: dead!.id }))[0]).toMatchObject({ outcome: 'dead_lettered' });
       });
 
+      it('a requeue of a timer its saga would discard (completed, or gone) is saga_completed / saga_not_found, left dead-lettered', async () => {
+        const { ops, start, deadLetterDue, rows, dispatcher, clock } = setup();
+        const key = uniqueKey('closed');
+        // `Do` runs on a completed scripted saga (handleCompleted); `Tick` does not.
+        const failingDo: Action = {
+          op: 'schedule',
+          name: 'retry',
+          after: 1_000,
+          message: { type: 'Do', key, actions: [{ op: 'throw', message: 'boom' }] },
+        };
+        const closed = await start(key, [failing('boom'), failingDo]);
+        const gone = await start(uniqueKey('gone'), [failing('boom')]);
+        await deadLetterDue();
+        await ops.forceComplete({ sagaType: 'scripted', sagaId: closed, reason: 'cancelled' });
+        await db().orm.em.getConnection().execute(`delete from scripted_saga where id = '${gone}'`);
+        const dead = async (sagaId: string, name: string) => (await rows.timers({ sagaId, name }))[0]!;
+        const [tick, handled, orphan] = [await dead(closed, 'boom'), await dead(closed, 'retry'), await dead(gone, 'boom')];
+
+        const result = await ops.requeueTimers([tick.id, handled.id, orphan.id]);
+        expect(result).toEqual({
+          requested: 3,
+          affected: 1,
+          items: [
+            { id: tick.id, status: 'saga_completed' },
+            { id: handled.id, status: 'requeued' },
+            { id: orphan.id, status: 'saga_not_found' },
+          ],
+        });
+        for (const id of [tick.id, orphan.id])
+          expect((await rows.timers({ id }))[0]).toMatchObject({ outcome: 'dead_lettered', attempts: 2 });
+        // The requeued one is delivered to the completed saga, which handles `Do`: fired, not discarded.
+        clock.advance(1_000);
+        await dispatcher.runOnce();
+        expect((await rows.timers({ id: handled.id }))[0]).toMatchObject({ outcome: 'fired' });
+      });
+
       it('a requeue the database refuses for one row reports that row failed, by class name, and still requeues the rest', async () => {
         const { ops, start, deadLetterDue, rows } = setup();
         const id = await start(uniqueKey('halfway'), [failing('first'), failing('refused'), failing('last')]);

@@ -46,6 +46,8 @@ export interface CliCommand {
   /** More help: what it prints and when it exits non-zero. */
   readonly details?: string;
   readonly options: Readonly<Record<string, CliOption>>;
+  /** Checks the command line before anything is asked or opened; throws {@link CliUsageError}. */
+  readonly validate?: (input: CliInput) => void;
   /** For a command that writes: the question to confirm (answered by `--yes`). */
   readonly confirm?: (input: CliInput) => string;
   run(context: CliContext, input: CliInput): Promise<CliOutput>;
@@ -81,7 +83,35 @@ export function isoInstant(input: CliInput, name: string): Date | undefined {
 export function instant(input: CliInput, name: string): Date | undefined {
   const relative = RELATIVE.exec(text(input, name) ?? '');
   if (!relative) return isoInstant(input, name);
-  return new Date(input.now.getTime() - Number(relative[1]) * UNIT_MS[relative[2]!]!);
+  return shifted(input, name, -Number(relative[1]) * UNIT_MS[relative[2]!]!);
+}
+
+const AHEAD = /^(?:\+|in\s+)(\d+)(ms|s|m|h|d)$/;
+
+/**
+ * A time that may lie ahead (`--due`): an ISO 8601 date-time, `now`, or a time from now (`+2h` or `in 2h`). A
+ * bare age (`2h`) is refused rather than read as 2 hours ago.
+ */
+export function dueInstant(input: CliInput, name: string): Date | undefined {
+  const value = text(input, name)?.trim();
+  if (value === undefined) return undefined;
+  if (value === 'now') return input.now;
+  const ahead = AHEAD.exec(value);
+  if (ahead) return shifted(input, name, Number(ahead[1]) * UNIT_MS[ahead[2]!]!);
+  const example = RELATIVE.test(value) ? `+${value}` : '+2h';
+  if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(new Date(value).getTime())) {
+    throw new CliUsageError(
+      `--${name} takes an ISO 8601 date-time (2026-11-30T09:00:00Z), now, or a time from now: ${example} or "in ${example.slice(1)}".`,
+    );
+  }
+  return new Date(value);
+}
+
+/** `now` moved by `ms`; a date out of range is a usage error. */
+function shifted(input: CliInput, name: string, ms: number): Date {
+  const date = new Date(input.now.getTime() + ms);
+  if (Number.isNaN(date.getTime())) throw new CliUsageError(`--${name} is too far from now for a date.`);
+  return date;
 }
 
 /** The positional arguments `names`, all required. */

@@ -118,6 +118,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       io.stdout(commandHelp(command));
       return CLI_EXIT_CODES.OK;
     }
+    command.validate?.(input);
     const output = await execute(command, input, io);
     // Stored text (errors, correlation values, names) may hold terminal controls: JSON escapes them, text shows them escaped.
     io.stdout(json ? JSON.stringify(output.data, null, 2) : terminalText(output.text));

@@ -1,5 +1,5 @@
 import { freshFork, isDriverException, isInvalidFieldName, isPoolTimeout, isTableNotFound, isUniqueViolation } from '../orm/index.js';
-import type { DispatchTable } from '../sql/dispatch-statements.js';
+import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
 import { checkDate, checkedInput, checkIds, invalidInput } from './operation-input.js';
 import {
@@ -14,16 +14,52 @@ import {
 } from './operation-types.js';
 import type { OperationsContext } from './operations-context.js';
 
-/** Which of `ids` exist in `table`, and whether each is pending or dead-lettered. */
-async function rowStates(ops: OperationsContext, table: DispatchTable, ids: readonly string[]) {
-  if (ids.length === 0) return new Map<string, unknown>();
+/** A row of `ids` as {@link rowStates} reads it. */
+interface RowState {
+  readonly outcome: string | null;
+  readonly sagaType: string;
+  readonly sagaId: string;
+  readonly messageType: string;
+}
+
+/** Which of `ids` exist in `table`, whether each is pending or dead-lettered, and whose saga it belongs to. */
+async function rowStates(ops: OperationsContext, table: DispatchTable, ids: readonly string[]): Promise<Map<string, RowState>> {
+  if (ids.length === 0) return new Map();
   const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
-  const rows = await queryRows<{ id: string; dispatchedAt: unknown; outcome: string | null }>(
+  const rows = await queryRows<RowState & { id: string }>(
     freshFork(ops.db.em),
-    `select ${c.id} as "id", ${c.dispatchedAt} as "dispatchedAt", ${c.outcome} as "outcome" from ${name} where ${c.id} in (${placeholders(ids.length)})`,
+    `select ${c.id} as "id", ${c.outcome} as "outcome", ${c.sagaType} as "sagaType", ${c.sagaId} as "sagaId", ${c.messageType} as "messageType"
+     from ${name} where ${c.id} in (${placeholders(ids.length)})`,
     [...ids],
   );
   return new Map(rows.map((row) => [String(row.id), row]));
+}
+
+/**
+ * Dead-lettered timers that would be discarded if requeued: their saga is gone (`saga_not_found`), or completed
+ * and its definition does not handle the timer's message once completed (`saga_completed`). Only sagas of a
+ * type these operations know can be read; a timer of another type is not judged here.
+ */
+async function undeliverableTimers(ops: OperationsContext, states: ReadonlyMap<string, RowState>): Promise<Map<string, RequeueStatus>> {
+  const dead = [...states].filter(([, row]) => row.outcome === DISPATCH_ROW_STATUSES.DEAD_LETTERED && ops.sagas.has(row.sagaType));
+  const verdicts = new Map<string, RequeueStatus>();
+  for (const sagaType of new Set(dead.map(([, row]) => row.sagaType))) {
+    const saga = ops.sagas.get(sagaType)!;
+    const ofType = dead.filter(([, row]) => row.sagaType === sagaType);
+    const sagaIds = [...new Set(ofType.map(([, row]) => row.sagaId))];
+    const found = await queryRows<{ id: string; completedAt: unknown }>(
+      freshFork(ops.db.em),
+      `select ${saga.column.id} as "id", ${saga.column.completedAt} as "completedAt" from ${saga.table} where ${saga.column.id} in (${placeholders(sagaIds.length)})`,
+      sagaIds,
+    );
+    const completed = new Map(found.map((row) => [String(row.id), row.completedAt !== null && row.completedAt !== undefined]));
+    for (const [id, row] of ofType) {
+      if (!completed.has(row.sagaId)) verdicts.set(id, ITEM_STATUSES.SAGA_NOT_FOUND);
+      else if (completed.get(row.sagaId) && !saga.definition.handlesCompleted(row.messageType))
+        verdicts.set(id, ITEM_STATUSES.SAGA_COMPLETED);
+    }
+  }
+  return verdicts;
 }
 
 /** The database refused a statement or could not be reached (not a bug, not a schema that does not fit). */
@@ -60,16 +96,20 @@ async function perItem<TStatus extends ItemStatus>(
 /**
  * Puts dead-lettered rows back in the pending set: due now, attempts and lease reset, a new token, the
  * dead-letter stamp cleared (`last_error` is kept). A timer whose name is pending again on its saga stays
- * dead-lettered and is reported `conflict`.
+ * dead-lettered and is reported `conflict`; one whose saga would discard it stays dead-lettered and is reported
+ * `saga_completed` or `saga_not_found` ({@link undeliverableTimers}).
  */
 export async function requeueRows(ops: OperationsContext, table: DispatchTable, ids: unknown): Promise<BulkResult<RequeueStatus>> {
   const checked = checkedInput(table === 'saga_timer' ? 'requeueTimers' : 'requeueOutbox', () => checkIds(ids, 'ids'));
   const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
   const states = await rowStates(ops, table, checked);
+  const undeliverable = table === DISPATCH_TABLES.timer ? await undeliverableTimers(ops, states) : new Map<string, RequeueStatus>();
   return perItem<RequeueStatus>(
     checked,
     async (id) => {
       if (!states.has(id)) return ITEM_STATUSES.NOT_FOUND;
+      const verdict = undeliverable.get(id);
+      if (verdict !== undefined) return verdict;
       try {
         const changed = await runStatement(
           freshFork(ops.db.em),

@@ -176,6 +176,13 @@ export const ITEM_STATUSES = {
   /** Requeue of a timer whose name is pending again on its saga: left dead-lettered. */
   CONFLICT: 'conflict',
   /**
+   * Requeue of a timer whose saga is completed and does not handle the timer's message once completed
+   * (`handleCompleted`): it would be discarded when it fires, so it is left dead-lettered.
+   */
+  SAGA_COMPLETED: 'saga_completed',
+  /** Requeue of a timer whose saga no longer exists: it would be discarded when it fires, so it is left dead-lettered. */
+  SAGA_NOT_FOUND: 'saga_not_found',
+  /**
    * The database refused the statement or did not answer (the item's `error` names the exception class). A
    * refused statement changed nothing; after a lost connection the change may have committed: read the row again.
    */
@@ -202,7 +209,7 @@ export interface BulkResult<TStatus extends ItemStatus = ItemStatus> {
 }
 
 /** Status of one requeued row. */
-export type RequeueStatus = 'requeued' | 'not_found' | 'not_dead_lettered' | 'conflict' | 'failed';
+export type RequeueStatus = 'requeued' | 'not_found' | 'not_dead_lettered' | 'conflict' | 'saga_completed' | 'saga_not_found' | 'failed';
 /** Status of one cancelled timer. */
 export type CancelStatus = 'cancelled' | 'not_found' | 'not_pending' | 'failed';
 /** Status of one rescheduled timer. */

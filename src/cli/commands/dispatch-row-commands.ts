@@ -1,11 +1,19 @@
-import type { BulkResult, DispatchRowQuery, DispatchRowStatus, OutboxRow, TimerRow } from '../../operations/operation-types.js';
+import {
+  type BulkResult,
+  DISPATCH_ROW_STATUSES,
+  type DispatchRow,
+  type DispatchRowQuery,
+  type DispatchRowStatus,
+  type OutboxRow,
+  type TimerRow,
+} from '../../operations/operation-types.js';
 import {
   type CliCommand,
   type CliInput,
   DEFAULT_CLI_LIMIT,
+  dueInstant,
   ids,
   integer,
-  isoInstant,
   PAGE_OPTIONS,
   text,
   withNextPage,
@@ -14,21 +22,40 @@ import { CLI_EXIT_CODES } from '../cli-exit-codes.js';
 import { CliUsageError } from '../cli-usage-error.js';
 import { formatTable } from '../format-table.js';
 
-/** Why a row failed: its dead-letter reason, else its last delivery error. */
-const whyFailed = (row: TimerRow | OutboxRow) => row.deadLetterReason ?? row.lastError;
+/** Rows still waiting to be delivered: their `availableAt` is when they are next tried. */
+const inPendingSet = (row: DispatchRow) => row.status === DISPATCH_ROW_STATUSES.PENDING || row.status === DISPATCH_ROW_STATUSES.LEASED;
+
+/**
+ * Why a row failed: a dead-lettered row's reason (else its last error), a pending row's last delivery error (it
+ * is retried, or was requeued). A row delivered or retired otherwise shows none: its old error is history (`--json` keeps it).
+ */
+const whyFailed = (row: DispatchRow) =>
+  row.status === DISPATCH_ROW_STATUSES.DEAD_LETTERED ? (row.deadLetterReason ?? row.lastError) : inPendingSet(row) ? row.lastError : null;
+
+/** When a timer fires next: a timer in the pending set when it is next tried (after a backoff or a requeue), else when it was due. */
+const nextDue = (timer: TimerRow) => (inPendingSet(timer) ? timer.availableAt : timer.dueAt);
+
+/** How a table of rows is shown. */
+interface RowTableOptions {
+  /** Leave out the saga type and id columns, for rows that are all one saga's (`sagas show`). Default false. */
+  readonly oneSaga?: boolean;
+}
+
+const sagaHeaders = ({ oneSaga }: RowTableOptions) => (oneSaga ? [] : ['saga type', 'saga id']);
+const sagaColumns = ({ oneSaga }: RowTableOptions, row: DispatchRow) => (oneSaga ? [] : [row.sagaType, row.sagaId]);
 
 /** Timers as a table; the last column is why the row failed, unabridged. */
-export const timerTable = (rows: readonly TimerRow[]) =>
+export const timerTable = (rows: readonly TimerRow[], options: RowTableOptions = {}) =>
   formatTable(
-    ['id', 'status', 'saga type', 'saga id', 'name', 'message', 'due', 'attempts', 'error'],
-    rows.map((t) => [t.id, t.status, t.sagaType, t.sagaId, t.name, t.messageType, t.dueAt, t.attempts, whyFailed(t)]),
+    ['id', 'status', ...sagaHeaders(options), 'name', 'message', 'due', 'attempts', 'error'],
+    rows.map((t) => [t.id, t.status, ...sagaColumns(options, t), t.name, t.messageType, nextDue(t), t.attempts, whyFailed(t)]),
   );
 
 /** Outbox rows as a table; the last column is why the row failed, unabridged. */
-export const outboxTable = (rows: readonly OutboxRow[]) =>
+export const outboxTable = (rows: readonly OutboxRow[], options: RowTableOptions = {}) =>
   formatTable(
-    ['id', 'status', 'saga type', 'saga id', 'message', 'created', 'attempts', 'error'],
-    rows.map((o) => [o.id, o.status, o.sagaType, o.sagaId, o.messageType, o.createdAt, o.attempts, whyFailed(o)]),
+    ['id', 'status', ...sagaHeaders(options), 'message', 'created', 'attempts', 'error'],
+    rows.map((o) => [o.id, o.status, ...sagaColumns(options, o), o.messageType, o.createdAt, o.attempts, whyFailed(o)]),
   );
 
 const ROW_FILTERS = {
@@ -66,6 +93,13 @@ function bulkOutput(result: BulkResult) {
   return { data: result, text: `${table}\n${result.affected} of ${result.requested} changed`, exitCode };
 }
 
+/** `--due`, which `timers reschedule` requires. */
+function requiredDue(input: CliInput): Date {
+  const due = dueInstant(input, 'due');
+  if (!due) throw new CliUsageError('--due is required: the new due time (ISO 8601, now, or +2h).');
+  return due;
+}
+
 const BULK_DETAILS = 'One result per id; exits 1 unless every row was changed.';
 
 /** The `timers ...` commands. */
@@ -83,7 +117,7 @@ export const TIMER_COMMANDS: readonly CliCommand[] = [
     name: 'timers requeue',
     args: '<id>...',
     summary: 'Put dead-lettered timers back in the pending set: due now, attempts 0, new token.',
-    details: `A timer whose name is pending again on its saga is a conflict and stays dead-lettered. ${BULK_DETAILS}`,
+    details: `A timer whose name is pending again on its saga (conflict), or whose saga is completed or gone (saga_completed, saga_not_found), stays dead-lettered. ${BULK_DETAILS}`,
     options: {},
     confirm: (input) => `Requeue ${input.positionals.length} dead-lettered timer(s)?`,
     run: async ({ ops }, input) => bulkOutput(await ops.requeueTimers(ids(input))),
@@ -102,13 +136,16 @@ export const TIMER_COMMANDS: readonly CliCommand[] = [
     args: '<id>...',
     summary: 'Move pending timers to a new due time, with a new token.',
     details: BULK_DETAILS,
-    options: { due: { type: 'string', value: '<date>', help: 'The new due time, ISO 8601 (required).' } },
-    confirm: (input) => `Reschedule ${input.positionals.length} pending timer(s) to ${text(input, 'due')}?`,
-    async run({ ops }, input) {
-      const due = isoInstant(input, 'due');
-      if (!due) throw new CliUsageError('--due is required: the new due time, ISO 8601.');
-      return bulkOutput(await ops.rescheduleTimers(ids(input), due));
+    options: {
+      due: {
+        type: 'string',
+        value: '<date>',
+        help: 'The new due time (required): ISO 8601, now, or a time from now: +2h or "in 2h" (ms, s, m, h, d).',
+      },
     },
+    validate: (input) => void requiredDue(input),
+    confirm: (input) => `Reschedule ${input.positionals.length} pending timer(s) to ${requiredDue(input).toISOString()}?`,
+    run: async ({ ops }, input) => bulkOutput(await ops.rescheduleTimers(ids(input), requiredDue(input))),
   },
 ];
 

@@ -2,6 +2,7 @@ import { adviseSagaSchema, describeAdvice, type SchemaAdvice } from '../../schem
 import { inspectSagaSchema, likelyCauses, SCHEMA_FIX } from '../../schema/verify-saga-schema.js';
 import { type CliCommand, type CliInput, instant, integer } from '../cli-command.js';
 import { CLI_EXIT_CODES } from '../cli-exit-codes.js';
+import { CliUsageError } from '../cli-usage-error.js';
 import { formatFields, formatTable } from '../format-table.js';
 
 function purgeOptions(input: CliInput) {
@@ -14,6 +15,9 @@ function purgeOptions(input: CliInput) {
     maxBatches: integer(input, 'max-batches'),
   };
 }
+
+/** The parts of a purge: without one, it has nothing to do. */
+const PURGE_PARTS = ['dispatched-before', 'completed-sagas-before', 'expired-message-ids'];
 
 const purge: CliCommand = {
   name: 'purge',
@@ -34,6 +38,11 @@ const purge: CliCommand = {
     'expired-message-ids': { type: 'boolean', help: "Handled message ids older than the runtime's retention (7 days)." },
     'batch-size': { type: 'string', value: '<n>', help: 'Rows per statement (one short transaction each). Default 1000.' },
     'max-batches': { type: 'string', value: '<n>', help: 'Most batches per part. Default: until nothing is left.' },
+  },
+  validate(input) {
+    if (PURGE_PARTS.every((part) => input.values[part] === undefined)) {
+      throw new CliUsageError(`purge has nothing to do: give ${PURGE_PARTS.map((p) => `--${p}`).join(', ')} (or several).`);
+    }
   },
   confirm: () => 'Purge? Deleted rows cannot be restored.',
   async run({ ops }, input) {

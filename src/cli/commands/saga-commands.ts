@@ -59,14 +59,16 @@ const list: CliCommand = {
   },
 };
 
+const ONE_SAGA = { oneSaga: true };
+
 function detailText(saga: SagaDetail): string {
   const { state, pendingTimers, recentTimers, outbox, messageIds, ...summary } = saga;
   return [
     formatFields(summary),
     `\nstate:\n${formatFields(state)}`,
-    `\npending timers:\n${timerTable(pendingTimers)}`,
-    `\nrecent timers:\n${timerTable(recentTimers)}`,
-    `\noutbox:\n${outboxTable(outbox)}`,
+    `\npending timers:\n${timerTable(pendingTimers, ONE_SAGA)}`,
+    `\nrecent timers:\n${timerTable(recentTimers, ONE_SAGA)}`,
+    `\noutbox:\n${outboxTable(outbox, ONE_SAGA)}`,
     `\nhandled message ids:\n${formatTable(
       ['message id', 'version', 'processed'],
       messageIds.map((m) => [m.messageId, m.version, m.processedAt]),
