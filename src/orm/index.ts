@@ -36,7 +36,7 @@ export {
   storedProperties,
   tableOf,
 } from './compat.js';
-export { loadOrmConfig, ormConfigPaths } from './config-loader.js';
+export { loadOrmConfig } from './config-loader.js';
 export {
   type CreatedMigration,
   createMigration,
