@@ -1,6 +1,6 @@
 import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
-import { SagaError } from '../errors.js';
+import { SagaDefinitionError, SagaError } from '../errors.js';
 import { SagaOperations } from '../operations/saga-operations.js';
 import { isDriverException } from '../orm/index.js';
 import { systemClock } from '../time/clock.js';
@@ -11,7 +11,7 @@ import { CliUsageError } from './cli-usage-error.js';
 import { OUTBOX_COMMANDS, TIMER_COMMANDS } from './commands/dispatch-row-commands.js';
 import { MAINTENANCE_COMMANDS } from './commands/maintenance-commands.js';
 import { SAGA_COMMANDS } from './commands/saga-commands.js';
-import { loadApp } from './load-app.js';
+import { type LoadedApp, loadApp } from './load-app.js';
 import { terminalText } from './terminal-text.js';
 
 /** Every command of the CLI, in help order. */
@@ -66,12 +66,21 @@ async function execute(command: CliCommand, input: CliInput, io: CliIo): Promise
   const location = { cwd: io.cwd, config: input.values.config as string | undefined, sagas: (input.values.sagas as string[]) ?? [] };
   // Asked before connecting: a declined or unconfirmable write opens nothing.
   if (!(await confirmed(command, input, io))) return { data: { declined: true }, text: 'Declined: nothing was changed.', exitCode: 1 };
-  const { orm, sagas } = await loadApp({ ...location, log: (line) => io.stderr(terminalText(line)) });
+  const app = await loadApp({ ...location, log: (line) => io.stderr(terminalText(line)) });
   try {
-    const ops = new SagaOperations({ em: orm.em, sagas, clock: systemClock });
-    return await command.run({ ops, em: orm.em, sagas }, input);
+    return await command.run({ ops: operationsOf(app), em: app.orm.em, sagas: app.sagas }, input);
   } finally {
-    await orm.close(true);
+    await app.orm.close(true);
+  }
+}
+
+/** The operations on the app; a saga entity the config did not register says why when the two were loaded apart. */
+function operationsOf({ orm, sagas, mixedSources }: LoadedApp): SagaOperations {
+  try {
+    return new SagaOperations({ em: orm.em, sagas, clock: systemClock });
+  } catch (error) {
+    if (mixedSources !== undefined && error instanceof SagaDefinitionError) throw new CliUsageError(`${error.message} ${mixedSources}`);
+    throw error;
   }
 }
 

@@ -5,22 +5,23 @@ import type { Options } from '@mikro-orm/core';
 import * as core from '@mikro-orm/core';
 
 /*
- * Finding and loading the application's MikroORM config file as MikroORM's own CLI does. MikroORM 6 has this
- * in core (`ConfigurationLoader`); 7 moved it to `@mikro-orm/cli` (`CLIHelper`, `searchConfiguration`) and
- * core keeps only `loadEnvironmentVars`. A namespace import keeps the module loadable on both majors.
+ * Loading the application's MikroORM config file as MikroORM's own CLI does (the CLI finds the file:
+ * src/cli/config-lookup.ts). MikroORM 6 has this in core (`ConfigurationLoader`); 7 moved it to `@mikro-orm/cli`
+ * (`searchConfiguration`) and core keeps only `loadEnvironmentVars`. A namespace import keeps the module loadable on both majors.
  */
 
 /** The slice of MikroORM 6's `ConfigurationLoader` the CLI uses. */
 interface ConfigurationLoader6 {
-  getConfigPaths(): string[];
   getConfiguration(contextName: string, paths: string[]): Promise<{ getAll(): Options }>;
 }
 
 /** The slice of `@mikro-orm/cli` 7 the CLI uses. */
 interface Cli7 {
-  CLIHelper: { getConfigPaths(): Promise<string[]> };
   searchConfiguration(exports: unknown, contextName: string, path: string): Promise<Options>;
 }
+
+/** The modules {@link loadOrmConfig} imports besides the config: `@mikro-orm/cli` on MikroORM 7. */
+export const ORM_CONFIG_MODULES: readonly string[] = 'ConfigurationLoader' in core ? [] : ['@mikro-orm/cli'];
 
 function loader6(): ConfigurationLoader6 | undefined {
   return (core as unknown as { ConfigurationLoader?: ConfigurationLoader6 }).ConfigurationLoader;
@@ -32,15 +33,6 @@ async function cli7(): Promise<Cli7> {
   } catch (error) {
     throw new Error('MikroORM 7 finds its config through @mikro-orm/cli: install it (npm i -D @mikro-orm/cli).', { cause: error });
   }
-}
-
-/**
- * The config paths MikroORM's CLI tries, in its order: `MIKRO_ORM_CLI_CONFIG`, package.json
- * `mikro-orm.configPaths`, `./src/mikro-orm.config.ts` and `./mikro-orm.config.ts` (when TypeScript is allowed),
- * `./dist/mikro-orm.config.js` (or build/, src/), `./mikro-orm.config.js`. Relative to `process.cwd()`.
- */
-export async function ormConfigPaths(): Promise<string[]> {
-  return loader6()?.getConfigPaths() ?? (await cli7()).CLIHelper.getConfigPaths();
 }
 
 /**

@@ -1,7 +1,7 @@
 // The only way into src/orm from the rest of the library: exactly what the rest of src uses. MikroORM's majors differ
 // behind `UnitTransactions` (one implementation per major, chosen once by `createUnitTransactions`); the rest is the
 // same on both.
-export { loadOrmConfig, ormConfigPaths } from './config-loader.js';
+export { loadOrmConfig, ORM_CONFIG_MODULES } from './config-loader.js';
 export { configuredDbName, isReachable, platformNames, serverAddress } from './connection-info.js';
 export { createUnitTransactions } from './create-unit-transactions.js';
 export { findRowsByPrimaryKey, hydrateRow, readRowBy, readsRowsDirectly, rowReadSql } from './direct-reads.js';
