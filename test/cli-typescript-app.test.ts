@@ -45,6 +45,8 @@ describe('the CLI in an app that runs TypeScript through tsx', () => {
     await cp(join(root, 'test', 'typescript-app'), app, { recursive: true });
     const manifest = JSON.parse(await readFile(join(app, 'package.json'), 'utf8'));
     manifest['mikro-orm-saga'] = { sagas: './src/order-saga.ts' };
+    // As an app lists them: the CLI imports the drivers listed before it registers tsx (docs/operations.md).
+    manifest.dependencies = { '@mikro-orm/core': '*', '@mikro-orm/postgresql': '*', '@mikro-orm/sqlite': '*', 'mikro-orm-saga': '*' };
     manifest.devDependencies = { tsx: '*' };
     await writeFile(join(app, 'package.json'), JSON.stringify(manifest, null, 2));
   }, 180_000);

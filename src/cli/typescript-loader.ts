@@ -17,28 +17,18 @@ export interface TypeScriptLoader {
   readonly name: string;
   /** The package to install for it. */
   readonly install: string;
-  /** The module that registers it (ES-module hooks). */
+  /** The module that registers it (ES-module hooks): importing it is enough, unless `register` says more. */
   readonly module: string;
-  /** Registers it once its module is imported; `tsconfig` is the application's tsconfig.json (absolute). */
-  readonly register: (loaded: unknown, moduleUrl: string, tsconfig: string | undefined) => void;
+  /** The environment variable it reads the app's tsconfig.json from, set before its module is imported. */
+  readonly projectVariable?: string;
+  /** What registers it, given its imported module (or its URL, for a hooks module); default: the import did. */
+  readonly register?: (loaded: unknown, moduleUrl: string, tsconfig: string | undefined) => void;
 }
-
-/** Registered by importing the module (its top level registers the hooks); the tsconfig through `variable`. */
-const byImport =
-  (variable: string) =>
-  (_loaded: unknown, _url: string, tsconfig: string | undefined): void => {
-    if (tsconfig) process.env[variable] ??= tsconfig;
-  };
 
 /** The loaders, in the order they are tried: MikroORM 7's (oxc, swc, tsx, jiti, tsimp), then MikroORM 6's ts-node. */
 export const TYPESCRIPT_LOADERS: readonly TypeScriptLoader[] = [
-  { name: 'oxc', install: '@oxc-node/core', module: '@oxc-node/core/register', register: () => {} },
-  {
-    name: 'swc',
-    install: '@swc-node/register @swc/core',
-    module: '@swc-node/register/esm-register',
-    register: byImport('SWC_NODE_PROJECT'),
-  },
+  { name: 'oxc', install: '@oxc-node/core', module: '@oxc-node/core/register' },
+  { name: 'swc', install: '@swc-node/register @swc/core', module: '@swc-node/register/esm-register', projectVariable: 'SWC_NODE_PROJECT' },
   {
     name: 'tsx',
     install: 'tsx',
@@ -47,16 +37,16 @@ export const TYPESCRIPT_LOADERS: readonly TypeScriptLoader[] = [
       (loaded as { register(options: { tsconfig?: string }): unknown }).register(tsconfig ? { tsconfig } : {});
     },
   },
-  { name: 'jiti', install: 'jiti', module: 'jiti/register', register: () => {} },
-  { name: 'tsimp', install: 'tsimp', module: 'tsimp/import', register: byImport('TSIMP_PROJECT') },
+  { name: 'jiti', install: 'jiti', module: 'jiti/register' },
+  { name: 'tsimp', install: 'tsimp', module: 'tsimp/import', projectVariable: 'TSIMP_PROJECT' },
   {
     name: 'ts-node',
     install: 'ts-node',
     module: 'ts-node/esm',
-    // `ts-node/esm` is a hooks module: registered as such, compiling without type checks as MikroORM 6 has it.
-    register: (_loaded, url, tsconfig) => {
+    projectVariable: 'TS_NODE_PROJECT',
+    // `ts-node/esm` is a hooks module, registered as such; it compiles without type checks, as MikroORM 6 has it.
+    register: (_loaded, url) => {
       process.env.TS_NODE_TRANSPILE_ONLY ??= 'true';
-      if (tsconfig) process.env.TS_NODE_PROJECT ??= tsconfig;
       register(url);
     },
   },
@@ -74,7 +64,7 @@ export const isTypeScriptFile = (path: string): boolean => /\.([mc]?ts|tsx)$/.te
  * ts-jest, or on Bun. Then a TypeScript file is imported as it is, and no loader is registered.
  */
 export function runsTypeScript(): boolean {
-  const loaderFlag = /ts-node|@swc-node\/register|(^|\/)tsx(\/|$)|@oxc-node\/core|jiti|tsimp/;
+  const loaderFlag = /ts-node|@swc-node\/register|(^|[/=])tsx(\/|$)|@oxc-node\/core|jiti|tsimp/;
   return (
     registered !== undefined ||
     process.argv[0]?.endsWith('ts-node') === true ||
@@ -87,7 +77,7 @@ export function runsTypeScript(): boolean {
 }
 
 /** Where `module` resolves from the CLI's installation (the app's node_modules), or undefined when it is not installed. */
-export function resolveModule(module: string): string | undefined {
+function resolveModule(module: string): string | undefined {
   try {
     return import.meta.resolve(module);
   } catch {
@@ -151,13 +141,11 @@ export async function registerTypeScriptLoader(file: string, request: LoaderRequ
   }
   // A module that fails here is left for the app's own import of it to report.
   for (const module of request.preload) await import(module).catch(() => undefined);
+  const { loader, url } = chosen;
   const project = isAbsolute(request.tsconfig) ? request.tsconfig : join(request.cwd, request.tsconfig);
-  const loaded = chosen.loader.module === 'ts-node/esm' ? undefined : await import(chosen.url);
-  chosen.loader.register(loaded, chosen.url, existsSync(project) ? project : undefined);
-  registered = chosen.loader.name;
-}
-
-/** The loader this process registered, if any (for tests and timings). */
-export function registeredLoader(): string | undefined {
-  return registered;
+  const tsconfig = existsSync(project) ? project : undefined;
+  if (loader.projectVariable && tsconfig) process.env[loader.projectVariable] ??= tsconfig;
+  const loaded = loader.name === 'ts-node' ? undefined : await import(url);
+  loader.register?.(loaded, url, tsconfig);
+  registered = loader.name;
 }
