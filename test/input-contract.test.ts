@@ -8,7 +8,6 @@ import {
   type OutboxEnvelope,
   SagaCorrelationError,
   SagaDispatcher,
-  type SagaError,
   SagaRuntime,
   SagaValidationError,
   type StepContext,
@@ -32,18 +31,9 @@ import {
 import { NumberedSaga, numberedSaga, scriptedById } from './fixtures/numbered-saga.js';
 import { type Action, ScriptedSaga, scriptedSaga, scriptedVariant } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';
+import { refusal } from './support/refusal.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
-
-/** What a refused call threw; fails the test when it did not throw. */
-async function refusal(call: Promise<unknown>): Promise<SagaError> {
-  const outcome = await call.then(
-    () => undefined,
-    (error: unknown) => error,
-  );
-  expect(outcome, 'the call should have been refused').toBeDefined();
-  return outcome as SagaError;
-}
 
 const calendars: Record<string, BusinessCalendar> = {
   weekdays: new WeekdayCalendar(),

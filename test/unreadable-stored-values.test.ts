@@ -20,6 +20,7 @@ import { FakeClock } from '../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { cliApp } from './support/cli-process.js';
 import { DIALECTS, isSqlite } from './support/databases.js';
+import { refusal } from './support/refusal.js';
 import { rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 
@@ -67,16 +68,6 @@ const jsonSaga = defineSaga<JsonSaga, JsonMessage>({
     Wake() {},
   },
 });
-
-/** What a call threw; fails the test when it did not throw. */
-async function refusal(call: Promise<unknown>): Promise<SagaError> {
-  const outcome = await call.then(
-    () => undefined,
-    (error: unknown) => error,
-  );
-  expect(outcome, 'the call should have been refused').toBeDefined();
-  return outcome as SagaError;
-}
 
 /** Expects STORED_VALUE_INVALID naming `column` (and the saga when `sagaId` is given), with the fix. */
 function expectUnreadable(error: SagaError, column: string, sagaId?: string): void {
