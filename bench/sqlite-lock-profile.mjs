@@ -1,6 +1,6 @@
-// Where a SQLite dispatcher process spends its time holding the write lock (docs/timers.md, "Claim size on
-// SQLite"). Load it into every process of a run and read one line per process from $LOCKPROF_OUT:
-//   LOCKPROF_OUT=/tmp/lockprof.txt NODE_OPTIONS="--import $PWD/bench/sqlite-lock-profile.mjs" \
+// Where a SQLite dispatcher process spends its time holding the write lock (docs/performance.md, "Open items",
+// three SQLite processes). Load it into every process of a run and read one line per process from $LOCKPROF_OUT:
+//   mkdir -p .tmp; LOCKPROF_OUT=.tmp/lockprof.txt NODE_OPTIONS="--import $PWD/bench/sqlite-lock-profile.mjs" \
 //     BENCH_SQLITE_TIMERS=1000 BENCH_REPS=1 node --import tsx bench/sqlite-processes.ts
 // It wraps node-sqlite3's Database.prototype.run/all/get/exec (the calls knex makes for @mikro-orm/sqlite 6) and
 // sums, per process: the time from each BEGIN's call to its COMMIT's (or ROLLBACK's) callback, the time between

@@ -1,7 +1,7 @@
 // How much of a SQLite drain some process held the write lock, from the intervals `sqlite-lock-profile.mjs`
 // wrote ($LOCKPROF_INTERVALS; one JSON line per process). Lines whose lock intervals overlap in time are one run
 // (processes of one run drain together; runs follow each other).
-//   node bench/sqlite-lock-utilization.mjs /tmp/lock-intervals.jsonl
+//   node bench/sqlite-lock-utilization.mjs .tmp/lock-intervals.jsonl
 // Prints per run: processes, span (first lock to last release), the union of the held intervals and its share of
 // the span (the rest the lock was free: every process was between writes, or asleep in SQLite's busy handler),
 // the sum over processes (greater than the union only when intervals overlap, which one lock forbids: a check),

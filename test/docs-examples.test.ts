@@ -1,6 +1,6 @@
 // The docs' examples are code that is checked: the README's saga definition is test/docs/order-saga.ts (type-checked
-// by `npm run lint` with the union of messages it sends), its
-// registration example test/docs/register-app.ts (type-checked), and the docs/testing.md snippet is the
+// by `npm run lint` with the union of messages it sends), its registration example test/docs/register-app.ts
+// (type-checked), docs/sagas.md's decorator examples the test/fixtures regions, and the docs/testing.md snippet is the
 // marked region below (run on both databases). The first tests keep the docs and the code equal.
 // Regression: the testing.md snippet advanced the clock 31 s where no timer was due yet.
 import { readFile } from 'node:fs/promises';
@@ -57,17 +57,17 @@ describe('the docs show the code the tests run', () => {
     expect(readme).toBe(example.replace("from '../../src/index.js'", "from 'mikro-orm-saga'"));
   });
 
-  it("README 'Mapping the state entity' shows the decorator fixtures test/entity-styles.test.ts runs", async () => {
+  it("docs/sagas.md 'Mapping the state entity' shows the decorator fixtures test/entity-styles.test.ts runs", async () => {
     const fixtures = {
       'MikroORM 6, decorators': 'test/fixtures/v6/decorators-saga.ts',
       'MikroORM 7, legacy decorators': 'test/fixtures/v7/legacy-decorators-saga.ts',
       'MikroORM 7, ES decorators': 'test/fixtures/v7/es-decorators-saga.ts',
     };
     for (const [label, path] of Object.entries(fixtures)) {
-      const readme = await codeBlockAfter('README.md', label);
+      const doc = await codeBlockAfter('docs/sagas.md', label);
       const file = await read(path);
       const region = file.slice(file.indexOf('// README begin\n') + '// README begin\n'.length, file.indexOf('// README end'));
-      expect(readme.trim()).toBe(region.trim().replace("from '../../../src/index.js'", "from 'mikro-orm-saga'"));
+      expect(doc.trim()).toBe(region.trim().replace("from '../../../src/index.js'", "from 'mikro-orm-saga'"));
     }
   });
 

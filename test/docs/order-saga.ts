@@ -8,7 +8,7 @@ export class OrderSaga extends SagaState {
   step: string = 'ReservingStock';
 }
 
-// MikroORM 6.6 and 7 alike; decorators work too (see "Mapping the state entity" below)
+// MikroORM 6.6 and 7 alike; decorators work too (docs/sagas.md)
 export const OrderSagaSchema = defineEntity({
   class: OrderSaga,
   extends: SagaStateSchema,

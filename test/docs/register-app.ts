@@ -12,7 +12,7 @@ declare const broker: { publish(envelope: OutboxEnvelope): Promise<void> };
 import { MikroORM } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
 import { SAGA_ENTITIES, SagaDispatcher, SagaRuntime } from '../../src/index.js';
-import { OrderSagaSchema, orderSaga } from './order-saga.js'; // your saga, below
+import { OrderSagaSchema, orderSaga } from './order-saga.js'; // your saga, above
 
 const orm = await MikroORM.init({
   ...yourConfig,
