@@ -1,6 +1,6 @@
+import type { DeliveryCounts, DispatchPassResult, TimerDelivery } from '../contracts.js';
 import { runWithCorrelationId } from '../correlation/correlation-context.js';
 import { SagaError } from '../errors.js';
-import type { TimerDelivery } from '../saga/saga-runtime.js';
 import type { SagaPreload } from '../saga/unit-of-work/saga-preload.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import {
@@ -36,38 +36,6 @@ import {
 } from './dispatcher-options.js';
 import { isInfrastructureFault } from './infrastructure-fault.js';
 import { LeaseKeeper, type LeaseRenewal } from './lease-keeper.js';
-
-/** What happened to the rows one pass claimed, per table. */
-interface DeliveryCounts {
-  /** Due rows this pass claimed. */
-  readonly claimed: number;
-  /** Failed deliveries (the step or publisher threw, timed out or died with its process); the row backs off. */
-  readonly failed: number;
-  /** Failed for the last allowed time, or could not be decoded, and retired. */
-  readonly deadLettered: number;
-  /** Claimed but given back unattempted because the dispatcher was stopping. */
-  readonly released: number;
-  /** The database failed under the delivery (connection lost, file locked): not charged, given back. */
-  readonly interrupted: number;
-  /** Taken over by another dispatcher before the delivery started (the lease ran out): not delivered here. */
-  readonly lost: number;
-}
-
-/** What one dispatcher pass did. */
-export interface DispatchPassResult {
-  readonly timers: DeliveryCounts & {
-    /** Delivered; the state change and the `fired` stamp committed together. */
-    readonly fired: number;
-    /** Dropped: cancelled, replaced or already fired meanwhile, or their saga is gone or completed. */
-    readonly stale: number;
-    /** Discarded by the catch-up policy, stamped `missed`. */
-    readonly missed: number;
-  };
-  readonly outbox: DeliveryCounts & {
-    /** Handed to the publisher, which resolved. */
-    readonly published: number;
-  };
-}
 
 /** Events a dispatcher reports (see {@link SagaDispatcher.on}). */
 export interface DispatcherEvents {

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import type { TimerDelivery } from '../../contracts.js';
 import { COLUMN_LIMITS, TIMER_OUTCOMES } from '../../entities/dispatch-states.js';
 import { uuidV7 } from '../../ids/uuid-v7.js';
 import type { OutboxWrite } from '../../sql/outbox-statements.js';
 import type { TimerWrite } from '../../sql/timer-statements.js';
 import { truncate } from '../../text/truncate.js';
 import { TIMER_SCOPES } from '../../timers/timer-plan.js';
-import type { SagaMessage } from '../define-saga.js';
-import type { TimerDelivery } from '../saga-runtime.js';
+import type { SagaMessage } from '../saga-message.js';
 import type { LoadedInstance } from './load-instance.js';
 import type { StepRun } from './run-step.js';
 import { NO_TIMER_DELETES, type SagaRowWrite, type TimerDeletes, type UnitOfWorkPlan } from './unit-of-work-plan.js';
