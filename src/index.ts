@@ -6,6 +6,7 @@ export { WeekdayCalendar } from './calendars/weekday-calendar.js';
 export type { DispatchPassResult, TimerDelivery } from './contracts.js';
 export { getCorrelationId, runWithCorrelationId } from './correlation/correlation-context.js';
 export { SagaDispatchError } from './dispatcher/dispatch-pass-error.js';
+export type { DispatcherEvents } from './dispatcher/dispatcher-events.js';
 export type {
   CatchUpPolicy,
   OutboxPublisher,
@@ -31,7 +32,6 @@ export {
 } from './dispatcher/dispatcher-options.js';
 export type { LeaseRenewal } from './dispatcher/lease-keeper.js';
 export type { OutboxEnvelope } from './dispatcher/outbox-envelope.js';
-export type { DispatcherEvents } from './dispatcher/saga-dispatcher.js';
 export { SagaDispatcher } from './dispatcher/saga-dispatcher.js';
 export type { OutboxOutcome, TimerOutcome } from './entities/index.js';
 export {
