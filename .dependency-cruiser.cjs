@@ -20,6 +20,11 @@ const SQL_LAYERS = [
  */
 const NOT_PEER_DEPENDENCIES = ['(^|(^|/)node_modules/)@mikro-orm/(knex|sql|decorators)(/|$)'];
 
+/** A layering rule: modules whose path matches `from` import none whose path matches `to`. */
+function below(name, comment, from, to) {
+  return { name, comment, severity: 'error', from: { path: from }, to: { path: to } };
+}
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -37,34 +42,30 @@ module.exports = {
       from: { orphan: true },
       to: {},
     },
-    {
-      name: 'entities-import-no-runtime',
-      comment: "The library's entities are the bottom layer: they know no statement, runtime, dispatcher or operation.",
-      severity: 'error',
-      from: { path: '^src/entities/' },
-      to: { path: '^src/(sql|schema|saga|dispatcher|operations|testing|cli)/' },
-    },
-    {
-      name: 'sql-imports-no-saga-logic',
-      comment: 'The statements take plain values; what a saga or a timer means is decided above them.',
-      severity: 'error',
-      from: { path: '^src/sql/' },
-      to: { path: '^src/(schema|saga|timers|dispatcher|operations|testing|cli)/' },
-    },
-    {
-      name: 'schema-imports-no-runtime',
-      comment: 'The schema check reads entities and the catalog; the runtime calls it, not the other way round.',
-      severity: 'error',
-      from: { path: '^src/schema/' },
-      to: { path: '^src/(saga|dispatcher|operations|testing|cli)/' },
-    },
-    {
-      name: 'runtime-imports-no-dispatcher',
-      comment: 'The dispatcher delivers timers through the runtime; the runtime knows nothing of it (shared types: src/contracts.ts).',
-      severity: 'error',
-      from: { path: '^src/saga/' },
-      to: { path: '^src/(dispatcher|operations|testing|cli)/' },
-    },
+    below(
+      'entities-import-no-runtime',
+      "The library's entities are the bottom layer: they know no statement, runtime, dispatcher or operation.",
+      '^src/entities/',
+      '^src/(sql|schema|saga|dispatcher|operations|testing|cli)/',
+    ),
+    below(
+      'sql-imports-no-saga-logic',
+      'The statements take plain values; what a saga or a timer means is decided above them.',
+      '^src/sql/',
+      '^src/(schema|saga|timers|dispatcher|operations|testing|cli)/',
+    ),
+    below(
+      'schema-imports-no-runtime',
+      'The schema check reads entities and the catalog; the runtime calls it, not the other way round.',
+      '^src/schema/',
+      '^src/(saga|dispatcher|operations|testing|cli)/',
+    ),
+    below(
+      'runtime-imports-no-dispatcher',
+      'The dispatcher delivers timers through the runtime; the runtime knows nothing of it (shared types: src/contracts.ts).',
+      '^src/saga/',
+      '^src/(dispatcher|operations|testing|cli)/',
+    ),
     {
       name: 'orm-through-its-index',
       comment: 'Outside src/orm, the library reaches MikroORM compatibility code through src/orm/index.ts only.',
