@@ -3,8 +3,10 @@
 export type { BusinessCalendar } from './calendars/business-calendar.js';
 export type { WeekdayCalendarOptions } from './calendars/weekday-calendar.js';
 export { WeekdayCalendar } from './calendars/weekday-calendar.js';
+export type { DispatchPassResult, TimerDelivery } from './contracts.js';
 export { getCorrelationId, runWithCorrelationId } from './correlation/correlation-context.js';
 export { SagaDispatchError } from './dispatcher/dispatch-pass-error.js';
+export type { DispatcherEvents } from './dispatcher/dispatcher-events.js';
 export type {
   CatchUpPolicy,
   OutboxPublisher,
@@ -30,7 +32,6 @@ export {
 } from './dispatcher/dispatcher-options.js';
 export type { LeaseRenewal } from './dispatcher/lease-keeper.js';
 export type { OutboxEnvelope } from './dispatcher/outbox-envelope.js';
-export type { DispatcherEvents, DispatchPassResult } from './dispatcher/saga-dispatcher.js';
 export { SagaDispatcher } from './dispatcher/saga-dispatcher.js';
 export type { OutboxOutcome, TimerOutcome } from './entities/index.js';
 export {
@@ -58,29 +59,14 @@ export {
 } from './errors.js';
 export { LARGEST_FLOAT, SMALLEST_FLOAT } from './saga/column-value.js';
 export { DEFAULT_CORRELATION_LENGTH, MAX_CORRELATION_BYTES, MAX_TEXT_CORRELATION_LENGTH } from './saga/correlation-value.js';
-export type {
-  AnyMessage,
-  CorrelationSource,
-  MessageOfType,
-  PropertyName,
-  SagaDefinition,
-  SagaDefinitionInput,
-  SagaMessage,
-  SagaStep,
-} from './saga/define-saga.js';
+export type { CorrelationSource, PropertyName, SagaDefinition, SagaDefinitionInput, SagaStep } from './saga/define-saga.js';
 export { defineSaga } from './saga/define-saga.js';
 export type { HandleOutcome, HandleResult, IgnoreReason } from './saga/handle-result.js';
 export { HANDLE_OUTCOMES, IGNORE_REASONS } from './saga/handle-result.js';
 export type { PurgeResult } from './saga/handled-messages.js';
 export { DEFAULT_MESSAGE_ID_RETENTION_MS, DEFAULT_PURGE_BATCH_SIZE, MAX_PURGE_BATCH_SIZE } from './saga/handled-messages.js';
 export { MAX_PAYLOAD_DEPTH } from './saga/json-payload.js';
-export type {
-  HandledEvent,
-  HandleOptions,
-  ResolvedSagaRuntimeOptions,
-  SagaRuntimeOptions,
-  TimerDelivery,
-} from './saga/saga-runtime.js';
+export type { HandledEvent, HandleOptions, ResolvedSagaRuntimeOptions, SagaRuntimeOptions } from './saga/runtime-options.js';
 export {
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_MAX_PAYLOAD_BYTES,
@@ -88,8 +74,9 @@ export {
   DEFAULT_RETRY_MAX_DELAY_MS,
   DEFAULT_VERIFY_SCHEMA,
   MAX_PAYLOAD_BYTES_LIMIT,
-  SagaRuntime,
-} from './saga/saga-runtime.js';
+} from './saga/runtime-options.js';
+export type { AnyMessage, MessageOfType, SagaMessage } from './saga/saga-message.js';
+export { SagaRuntime } from './saga/saga-runtime.js';
 export type { FiringTimer, ScheduleOptions, SendOptions, StepContext } from './saga/step-context.js';
 export type { AdviseSagaSchemaOptions, SchemaAdvice } from './schema/advise-saga-schema.js';
 export { adviseSagaSchema, RECOMMENDED_AUTOVACUUM_SETTINGS } from './schema/advise-saga-schema.js';

@@ -1,4 +1,4 @@
-import type { TimerDelivery } from '../saga/saga-runtime.js';
+import type { TimerDelivery } from '../contracts.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import {
   type Claim,

@@ -1,5 +1,5 @@
+import type { DispatchPassResult } from '../contracts.js';
 import { SagaError } from '../errors.js';
-import type { DispatchPassResult } from './saga-dispatcher.js';
 
 /**
  * A dispatcher pass failed as a whole: the database could not be reached, or one of the dispatcher's own

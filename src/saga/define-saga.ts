@@ -1,21 +1,9 @@
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import type { SagaState } from '../entities/saga-state.js';
 import { SagaDefinitionError } from '../errors.js';
+import type { AnyMessage, MessageOfType, SagaMessage } from './saga-message.js';
 import type { StepContext } from './step-context.js';
 import { kindOf, labelOf, nameProblem } from './stored-text.js';
-
-/** Every message has a string `type`; a saga's messages form a discriminated union on it. */
-export interface SagaMessage {
-  readonly type: string;
-}
-
-/** Any message with arbitrary data: the default type of the messages a saga sends. */
-export interface AnyMessage extends SagaMessage {
-  readonly [key: string]: unknown;
-}
-
-/** The member of the union `TMessage` whose `type` is `K`. */
-export type MessageOfType<TMessage extends SagaMessage, K extends TMessage['type']> = Extract<TMessage, { type: K }>;
 
 /** String-valued property names of `T`. */
 export type PropertyName<T> = Extract<keyof T, string>;

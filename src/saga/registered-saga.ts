@@ -2,10 +2,8 @@ import type { EntityMetadata } from '@mikro-orm/core';
 import type { SagaState } from '../entities/saga-state.js';
 import type { CorrelationCheck } from './correlation-value.js';
 import type { SagaDefinition } from './define-saga.js';
-import type { TimerDelivery } from './saga-runtime.js';
 import type { StateValuesCheck } from './state-values.js';
 import type { StepContextSettings } from './step-context.js';
-import type { SagaPreload } from './unit-of-work/saga-preload.js';
 
 /** Any saga definition, whatever its state and message types. */
 // biome-ignore lint/suspicious/noExplicitAny: the runtime is heterogeneous over saga types.
@@ -22,16 +20,6 @@ export interface RegisteredSaga {
   /** Checks the state values a step set against their columns (STATE_VALUE_INVALID). */
   readonly checkStateValues: StateValuesCheck;
 }
-
-/** Where a message goes: the instance with a correlation value, or a timer's own instance. */
-export type HandleTarget =
-  | { readonly kind: 'correlation'; readonly value: unknown; readonly messageId?: string | undefined }
-  | {
-      readonly kind: 'timer';
-      readonly timer: TimerDelivery;
-      /** The saga rows of the timer's claimed batch, read ahead; the first attempt may take its row from here. */
-      readonly preload?: SagaPreload | undefined;
-    };
 
 /** The value of the definition's `stepProperty` on `state`, as a string; null without one. */
 export function readStep(state: SagaState, stepProperty: string | undefined): string | null {

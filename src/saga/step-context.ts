@@ -5,9 +5,9 @@ import { dueAtProblem } from '../time/due-date-range.js';
 import { type Duration, toMilliseconds } from '../time/duration.js';
 import { TIMER_SCOPES, TimerPlan, type TimerScope } from '../timers/timer-plan.js';
 import { callOptions, headerRecord } from './call-options.js';
-import type { AnyMessage, SagaMessage } from './define-saga.js';
 import { toJsonPayload } from './json-payload.js';
 import { messageTypeOf } from './message-type-of.js';
+import type { AnyMessage, SagaMessage } from './saga-message.js';
 import { labelOf, nameProblem } from './stored-text.js';
 
 /** Options of {@link StepContext.schedule}. */

@@ -6,7 +6,6 @@ import { SagaOutbox, SagaOutboxSchema } from '../entities/saga-outbox.js';
 import { SagaTimer, SagaTimerSchema } from '../entities/saga-timer.js';
 import { SagaDefinitionError, SagaSchemaError } from '../errors.js';
 import { entityMetadata, freshFork } from '../orm/index.js';
-import type { AnySagaDefinition } from '../saga/registered-saga.js';
 import { type CatalogTable, normalizeSql, readCatalog } from './read-catalog.js';
 
 /** What a {@link SchemaProblem} found wrong. */
@@ -39,8 +38,11 @@ export interface SchemaProblem {
 export interface VerifySagaSchemaOptions {
   /** The application's EntityManager (`orm.em`). */
   readonly em: EntityManager;
-  /** Saga definitions whose tables are checked too. Default: none (library tables only). */
-  readonly sagas?: readonly AnySagaDefinition[];
+  /**
+   * Saga definitions (from `defineSaga()`) whose tables are checked too; only their name and state entity are
+   * read. Default: none (library tables only).
+   */
+  readonly sagas?: readonly { readonly name: string; readonly state: new (...args: never[]) => object }[];
 }
 
 /** The command that fixes any schema problem, quoted in every `SagaSchemaError` of the check. */

@@ -1,4 +1,5 @@
-import type { DispatchPassResult, SagaDispatcher } from '../dispatcher/saga-dispatcher.js';
+import type { DispatchPassResult } from '../contracts.js';
+import type { SagaDispatcher } from '../dispatcher/saga-dispatcher.js';
 import { countDueRows, DISPATCH_TABLES } from '../sql/dispatch-statements.js';
 import type { Duration } from '../time/duration.js';
 import type { FakeClock } from './fake-clock.js';

@@ -2,7 +2,7 @@
 // next, bounded in size and in groups at once; each unit learns its own outcome. No database: the batch writer is a stub.
 import { describe, expect, it } from 'vitest';
 import { SagaDefinitionError } from '../../src/errors.js';
-import { resolveRuntimeOptions } from '../../src/saga/saga-runtime.js';
+import { resolveRuntimeOptions } from '../../src/saga/runtime-options.js';
 import { lockOrder } from '../../src/saga/unit-of-work/lock-order.js';
 import { type ItemOutcome, UnitBatcher } from '../../src/saga/unit-of-work/unit-batcher.js';
 import { deferred } from '../support/suite.js';

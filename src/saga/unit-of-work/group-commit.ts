@@ -5,8 +5,8 @@ import { runSavepointStatement, SAVEPOINT_SQL } from '../../sql/savepoint-statem
 import { commitFailure, failure, leftGroupIfLockWait, settle } from './group-outcomes.js';
 import { lockOrder } from './lock-order.js';
 import { type ItemOutcome, UnitBatcher } from './unit-batcher.js';
-import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
-import { runNamed, runPlanStatements, type SagaRowTarget, type WriteReport, writePlan } from './write-plan.js';
+import type { UnitWrite } from './unit-write.js';
+import { runNamed, runPlanStatements, type WriteReport, writePlan } from './write-plan.js';
 import { type GroupWriter, writeTogether } from './write-together.js';
 
 export { LeftGroup } from './group-outcomes.js';
@@ -34,19 +34,6 @@ export interface GroupLimits {
   readonly maxUnits: number;
   readonly maxGroups: number;
   readonly lockTimeoutMs: number;
-}
-
-/** The write phase of one unit of work, ready to run: the step ran and its writes are planned. */
-export interface UnitWrite {
-  /** The unit of work's own fork; its flush runs in the group's transaction. */
-  readonly em: EntityManager;
-  readonly plan: UnitOfWorkPlan;
-  readonly target: SagaRowTarget;
-  /**
-   * Where the unit takes its first row lock, compared element by element: a group writes its units in this
-   * order, so concurrent groups (in this process or others) lock rows in one order and do not deadlock.
-   */
-  readonly lockKey: readonly string[];
 }
 
 /**

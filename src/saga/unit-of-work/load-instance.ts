@@ -1,10 +1,11 @@
 import type { EntityData, EntityManager } from '@mikro-orm/core';
 import type { SagaState } from '../../entities/saga-state.js';
 import { hydrateRow, readRowBy, readsRowsDirectly, rowReadSql } from '../../orm/index.js';
-import type { SagaMessage } from '../define-saga.js';
 import { IGNORE_REASONS, type IgnoreReason } from '../handle-result.js';
-import { type HandleTarget, type RegisteredSaga, readStep } from '../registered-saga.js';
+import { type RegisteredSaga, readStep } from '../registered-saga.js';
+import type { SagaMessage } from '../saga-message.js';
 import { checkStoredSagaRow, isStackOverflow, jsonTooDeep } from '../stored-values.js';
+import type { HandleTarget } from './handle-target.js';
 
 /** What the instance looked like before its step ran. */
 export interface InstanceSnapshot {

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import type { TimerDelivery } from '../../contracts.js';
 import { COLUMN_LIMITS, TIMER_OUTCOMES } from '../../entities/dispatch-states.js';
 import { uuidV7 } from '../../ids/uuid-v7.js';
 import type { OutboxWrite } from '../../sql/outbox-statements.js';
 import type { TimerWrite } from '../../sql/timer-statements.js';
 import { truncate } from '../../text/truncate.js';
-import { TIMER_SCOPES } from '../../timers/timer-plan.js';
-import type { SagaMessage } from '../define-saga.js';
-import type { TimerDelivery } from '../saga-runtime.js';
+import { type PlannedTimer, TIMER_SCOPES } from '../../timers/timer-plan.js';
+import type { SagaMessage } from '../saga-message.js';
 import type { LoadedInstance } from './load-instance.js';
 import type { StepRun } from './run-step.js';
 import { NO_TIMER_DELETES, type SagaRowWrite, type TimerDeletes, type UnitOfWorkPlan } from './unit-of-work-plan.js';
@@ -51,31 +51,8 @@ export function planWrites(input: PlanInput): UnitOfWorkPlan | undefined {
     : run.changed
       ? { kind: 'update', loadedVersion: before.version, version: before.version + 1, updatedAt: now }
       : { kind: 'guard', loadedVersion: before.version };
-  const timers: TimerWrite[] = scheduled.map((planned) => ({
-    id: uuidV7(),
-    sagaType: input.sagaType,
-    sagaId,
-    name: planned.name,
-    step: planned.scope === TIMER_SCOPES.STEP && input.hasStepProperty ? run.step : null,
-    dueAt: planned.dueAt,
-    messageType: planned.messageType,
-    payloadJson: planned.payloadJson,
-    calendarKey: planned.calendarKey,
-    correlationId,
-    token: randomUUID(),
-    createdAt: now,
-  }));
-  const outbox: OutboxWrite[] = run.ctx.outgoing.map((out) => ({
-    id: uuidV7(),
-    sagaType: input.sagaType,
-    sagaId,
-    messageType: out.messageType,
-    payloadJson: out.payloadJson,
-    headersJson: JSON.stringify(out.headers),
-    correlationId,
-    token: randomUUID(),
-    createdAt: now,
-  }));
+  const timers = timerRows(input, scheduled, sagaId, correlationId);
+  const outbox = outboxRows(input, sagaId, correlationId);
   return {
     sagaType: input.sagaType,
     sagaId,
@@ -97,6 +74,40 @@ export function planWrites(input: PlanInput): UnitOfWorkPlan | undefined {
         ? undefined
         : { id: uuidV7(), sagaType: input.sagaType, sagaId, messageId, version: versionAfter(sagaRow), processedAt: now },
   };
+}
+
+/** The timer rows of the timers the step scheduled. */
+function timerRows(input: PlanInput, scheduled: readonly PlannedTimer[], sagaId: string, correlationId: string): TimerWrite[] {
+  const { run, now } = input;
+  return scheduled.map((planned) => ({
+    id: uuidV7(),
+    sagaType: input.sagaType,
+    sagaId,
+    name: planned.name,
+    step: planned.scope === TIMER_SCOPES.STEP && input.hasStepProperty ? run.step : null,
+    dueAt: planned.dueAt,
+    messageType: planned.messageType,
+    payloadJson: planned.payloadJson,
+    calendarKey: planned.calendarKey,
+    correlationId,
+    token: randomUUID(),
+    createdAt: now,
+  }));
+}
+
+/** The outbox rows of the messages the step sent. */
+function outboxRows(input: PlanInput, sagaId: string, correlationId: string): OutboxWrite[] {
+  return input.run.ctx.outgoing.map((out) => ({
+    id: uuidV7(),
+    sagaType: input.sagaType,
+    sagaId,
+    messageType: out.messageType,
+    payloadJson: out.payloadJson,
+    headersJson: JSON.stringify(out.headers),
+    correlationId,
+    token: randomUUID(),
+    createdAt: input.now,
+  }));
 }
 
 /**

@@ -2,10 +2,10 @@ import type { EntityManager } from '@mikro-orm/core';
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import { conflictKind, freshFork, isLockWait, type UnitTransaction, type UnitTransactions } from '../../orm/index.js';
 import { runUpdatesAsOne } from '../../sql/saga-statements.js';
-import type { UnitWrite } from './group-commit.js';
 import { commitFailure, failure } from './group-outcomes.js';
 import { lockOrder } from './lock-order.js';
 import type { ItemOutcome } from './unit-batcher.js';
+import type { UnitWrite } from './unit-write.js';
 import { type PreparedWrite, preparedWrite, runNamed, VersionConflict, type WriteReport } from './write-plan.js';
 
 /** What a runtime's group writes share. */

@@ -1,0 +1,50 @@
+// The shapes that pass between the runtime (src/saga), the dispatcher (src/dispatcher) and the helpers built on them
+// (src/testing, the errors). They live here, below both, so neither imports the other for a type.
+
+/** A claimed timer handed to the runtime for delivery (by the dispatcher, or a test). */
+export interface TimerDelivery {
+  readonly id: string;
+  readonly token: string;
+  readonly sagaType: string;
+  readonly sagaId: string;
+  readonly name: string;
+  readonly messageType: string;
+  readonly payload: unknown;
+  readonly dueAt: Date;
+  readonly attempts: number;
+  readonly correlationId: string | null;
+  /** The last failure recorded on the timer, if any. */
+  readonly lastError?: string | null;
+}
+
+/** What happened to the rows one pass claimed, per table. */
+export interface DeliveryCounts {
+  /** Due rows this pass claimed. */
+  readonly claimed: number;
+  /** Failed deliveries (the step or publisher threw, timed out or died with its process); the row backs off. */
+  readonly failed: number;
+  /** Failed for the last allowed time, or could not be decoded, and retired. */
+  readonly deadLettered: number;
+  /** Claimed but given back unattempted because the dispatcher was stopping. */
+  readonly released: number;
+  /** The database failed under the delivery (connection lost, file locked): not charged, given back. */
+  readonly interrupted: number;
+  /** Taken over by another dispatcher before the delivery started (the lease ran out): not delivered here. */
+  readonly lost: number;
+}
+
+/** What one dispatcher pass did. */
+export interface DispatchPassResult {
+  readonly timers: DeliveryCounts & {
+    /** Delivered; the state change and the `fired` stamp committed together. */
+    readonly fired: number;
+    /** Dropped: cancelled, replaced or already fired meanwhile, or their saga is gone or completed. */
+    readonly stale: number;
+    /** Discarded by the catch-up policy, stamped `missed`. */
+    readonly missed: number;
+  };
+  readonly outbox: DeliveryCounts & {
+    /** Handed to the publisher, which resolved. */
+    readonly published: number;
+  };
+}

@@ -1,0 +1,56 @@
+import type { DispatchPassResult } from '../contracts.js';
+import type { DispatchTable } from '../sql/dispatch-statements.js';
+import type { SagaLogger } from '../telemetry/logger.js';
+import { describeError } from './describe-error.js';
+import type { LeaseRenewal } from './lease-keeper.js';
+
+/** Events a dispatcher reports (see {@link SagaDispatcher.on}). */
+export interface DispatcherEvents {
+  /** Rows were claimed: which, and until when the claim is exclusive. */
+  claimed: (claim: {
+    readonly table: DispatchTable;
+    readonly ids: readonly string[];
+    readonly at: Date;
+    readonly leaseUntil: Date;
+  }) => void;
+  /** The leases of held rows (waiting or being delivered) were extended; `lost` ones were taken over. */
+  renewed: (renewal: LeaseRenewal) => void;
+  /** A pass of the loop finished: its deliveries all ended. */
+  pass: (result: DispatchPassResult) => void;
+  /** The loop found nothing to do and now waits `pollIntervalMs` (moving a fake clock past it wakes the loop). */
+  idle: () => void;
+  /**
+   * A pass failed as a whole (usually the database is unreachable); the loop now waits and then tries again.
+   * The error is a `SagaDispatchError` whose `result` says what the pass did first.
+   */
+  passFailed: (error: unknown, consecutiveFailures: number) => void;
+}
+
+/** The listeners of a dispatcher's events. A listener that throws is logged; the others still hear the event. */
+export class DispatcherEventListeners {
+  private readonly listeners: { [K in keyof DispatcherEvents]: Set<DispatcherEvents[K]> } = {
+    claimed: new Set(),
+    renewed: new Set(),
+    pass: new Set(),
+    idle: new Set(),
+    passFailed: new Set(),
+  };
+
+  constructor(private readonly logger: SagaLogger) {}
+
+  /** Subscribes to an event; returns the unsubscribe function. */
+  on<K extends keyof DispatcherEvents>(event: K, listener: DispatcherEvents[K]): () => void {
+    this.listeners[event].add(listener);
+    return () => this.listeners[event].delete(listener);
+  }
+
+  emit<K extends keyof DispatcherEvents>(event: K, ...args: Parameters<DispatcherEvents[K]>): void {
+    for (const listener of this.listeners[event]) {
+      try {
+        (listener as (...a: Parameters<DispatcherEvents[K]>) => void)(...args);
+      } catch (error) {
+        this.logger.error(`a '${event}' listener threw: ${describeError(error)}`);
+      }
+    }
+  }
+}

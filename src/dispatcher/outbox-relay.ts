@@ -1,0 +1,125 @@
+import type { DispatchPassResult } from '../contracts.js';
+import { DISPATCH_TABLES, markPublished } from '../sql/dispatch-statements.js';
+import { type ClaimedOutboxRow, claimDueOutboxRows } from './claim-due-rows.js';
+import { CoalescedWrite } from './coalesced-write.js';
+import type { DispatchParts } from './dispatch-parts.js';
+import { type HeldRow, heldOutboxRow, type Mutable } from './held-row.js';
+import { RowLockedElsewhere } from './pending-outcomes.js';
+import type { Stamping } from './row-deliveries.js';
+
+/** The outbox counters of the pass being run. */
+type OutboxCounts = Mutable<DispatchPassResult['outbox']>;
+
+/**
+ * Relays the outbox: claims due outbox rows under a lease, hands each to the publisher, and stamps the published
+ * rows, those published together in one statement.
+ */
+export class OutboxRelay {
+  /** Published stamps of the messages published together: one statement. */
+  private readonly published: CoalescedWrite;
+
+  constructor(private readonly parts: DispatchParts) {
+    const { context, options } = parts;
+    this.published = new CoalescedWrite((claims) => markPublished(context, claims, options.clock.now()));
+  }
+
+  /**
+   * Claims due outbox rows and publishes them; their published stamps are pushed to `stamps`. When the pool is
+   * idle, the claim holds all its slots and marks started, in the claim statement itself, the rows that then start
+   * at once (the head of each saga's lane, up to `concurrency`), instead of a start-mark statement of their own.
+   */
+  async claimAndPublish(signal: AbortSignal | undefined, counts: OutboxCounts, stamps: Promise<void>[]): Promise<void> {
+    const { context, options, events, pool, leases, rest, outcomes, deliveries } = this.parts;
+    const table = DISPATCH_TABLES.outbox;
+    const at = options.clock.now();
+    const leaseUntil = new Date(at.getTime() + options.leaseMs);
+    const firedBefore = rest.timersFired;
+    const reservation = pool.reserve();
+    const startAtClaim = reservation && { upTo: options.concurrency, maxAttempts: options.maxAttempts };
+    let claimed: Awaited<ReturnType<typeof claimDueOutboxRows>>;
+    try {
+      claimed = await claimDueOutboxRows(context, at, leaseUntil, options.batchSize, deliveries.claimGuard(table, at), startAtClaim);
+    } catch (error) {
+      if (reservation) pool.release(reservation);
+      throw error;
+    }
+    const { rows, undecodable } = claimed;
+    counts.claimed = rows.length + undecodable.length;
+    // Empty while a timer fired meanwhile is not at rest: the step may have sent a message this claim missed.
+    rest.noteClaim(table, at, counts.claimed === 0 && rest.timersFired === firedBefore);
+    if (counts.claimed > 0) {
+      events.emit('claimed', { table, ids: [...rows.map((r) => r.envelope.id), ...undecodable.map((r) => r.id)], at, leaseUntil });
+    }
+    // The rows started by the claim go first: they are the heads of their lanes, and start before submit returns.
+    const ordered = [...rows.filter((row) => row.startedAtClaim), ...rows.filter((row) => !row.startedAtClaim)];
+    const held = ordered.map((row) => ({ row, claim: heldOutboxRow(row) }));
+    leases.hold(
+      table,
+      held.map((h) => h.claim),
+    );
+    const delivered = pool.submit(
+      held.map(({ row, claim }) =>
+        deliveries.task(table, claim, signal, counts, () => this.publishOne(row, claim, counts, stamps), row.startedAtClaim),
+      ),
+      reservation,
+    );
+    // After the submit: rows the claim marked started must not wait on these statements.
+    await outcomes.retireUndecodable(undecodable, counts);
+    await delivered;
+  }
+
+  /**
+   * Publishes one claimed row; its published stamp, written with the others of its pass in one statement, is
+   * pushed to `stamps`: the delivery (and its pool slot) ends when the publisher returned.
+   */
+  private async publishOne(
+    claimed: ClaimedOutboxRow,
+    row: HeldRow,
+    counts: OutboxCounts,
+    stamps: Promise<void>[],
+  ): Promise<Stamping | undefined> {
+    const { options, metrics, outcomes, deliveries } = this.parts;
+    const { envelope } = claimed;
+    const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
+    if (!claimed.startedAtClaim && !(await deliveries.start(DISPATCH_TABLES.outbox, row, what, counts))) return;
+    try {
+      await deliveries.withTimeout(() => options.publish!(envelope), envelope.correlationId);
+    } catch (error) {
+      await outcomes.deliveryFailed(DISPATCH_TABLES.outbox, row, error, what, counts);
+      return;
+    }
+    counts.published++;
+    metrics.add('messagesPublished', envelope.sagaType);
+    const stamped = this.stampPublished(row, envelope.id);
+    stamps.push(stamped);
+    return { stamped };
+  }
+
+  /**
+   * Stamps a published row published (token-checked); when the database cannot take it, or another transaction
+   * holds the row locked (PostgreSQL: the stamp does not wait for it), keeps it for the next pass.
+   */
+  private stampPublished(row: HeldRow, id: string): Promise<void> {
+    const { logger } = this.parts.options;
+    // Without async wrappers: one stamp per published row, and every promise counts at the relay's rate.
+    const write = () =>
+      this.published.submit(row).then((outcome) => {
+        if (outcome === 'busy') throw new RowLockedElsewhere();
+        return outcome;
+      });
+    return write().then(
+      (outcome) => {
+        // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
+        if (outcome === 'lost') logger.warn(`outbox message ${id} was published after its lease ended; it may be published again`);
+      },
+      (error: unknown) => {
+        this.parts.pending.keep(DISPATCH_TABLES.outbox, row, write, true);
+        if (error instanceof RowLockedElsewhere) {
+          logger.warn(`outbox message ${id} was published, but another transaction holds its row locked; it is stamped at a later pass`);
+        } else {
+          logger.error(`outbox message ${id} was published but could not be stamped yet; it is stamped at the next pass`);
+        }
+      },
+    );
+  }
+}
