@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import { claimDueTimers } from '../src/dispatcher/claim-due-rows.js';
 import { SagaRuntime, SagaTimer } from '../src/index.js';
-import { DISPATCH_TABLES, markDeliveriesStarted, renewLeases } from '../src/sql/dispatch-statements.js';
+import { markDeliveriesStarted, renewLeases } from '../src/sql/delivery-statements.js';
+import { DISPATCH_TABLES } from '../src/sql/dispatch-tables.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';

@@ -1,13 +1,7 @@
 import type { TimerDelivery } from '../saga/saga-runtime.js';
+import { type ClaimGuard, claimDueRows, type StartAtClaim } from '../sql/claim-statements.js';
 import type { DatabaseContext } from '../sql/database-context.js';
-import {
-  type Claim,
-  type ClaimGuard,
-  claimDueRows,
-  DISPATCH_TABLES,
-  type DispatchTable,
-  type StartAtClaim,
-} from '../sql/dispatch-statements.js';
+import { type Claim, DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-tables.js';
 import type { OutboxEnvelope } from './outbox-envelope.js';
 
 /** A claimed outbox row: the envelope and the claim token. */

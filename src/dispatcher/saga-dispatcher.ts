@@ -2,22 +2,11 @@ import { runWithCorrelationId } from '../correlation/correlation-context.js';
 import { SagaError } from '../errors.js';
 import type { TimerDelivery } from '../saga/saga-runtime.js';
 import type { SagaPreload } from '../saga/unit-of-work/saga-preload.js';
+import { missTimersOverdueBefore, missTimersSupersededInBacklog } from '../sql/catch-up-statements.js';
+import type { ClaimGuard } from '../sql/claim-statements.js';
 import type { DatabaseContext } from '../sql/database-context.js';
-import {
-  type Claim,
-  type ClaimGuard,
-  DISPATCH_TABLES,
-  type DispatchTable,
-  deadLetter,
-  diedWithItsDispatcher,
-  ERROR_TEXT_LIMIT,
-  markDeliveriesStarted,
-  markPublished,
-  missTimersOverdueBefore,
-  missTimersSupersededInBacklog,
-  recordFailure,
-  releaseClaim,
-} from '../sql/dispatch-statements.js';
+import { deadLetter, markDeliveriesStarted, markPublished, recordFailure, releaseClaim } from '../sql/delivery-statements.js';
+import { type Claim, DISPATCH_TABLES, type DispatchTable, diedWithItsDispatcher, ERROR_TEXT_LIMIT } from '../sql/dispatch-tables.js';
 import { type SagaCounterName, SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { storableText } from '../text/storable-text.js';
 import { ENDED } from '../time/clock.js';

@@ -10,7 +10,7 @@ import { SagaConcurrencyError, SagaCorrelationError, SagaDefinitionError, SagaSc
 import { conflictKind, entityMetadata, freshFork, isScalarProperty } from '../orm/index.js';
 import { verifySagaSchema } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
-import { findHandledMessage, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
+import { findHandledMessage } from '../sql/handled-message-statements.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { type Clock, ENDED, systemClock } from '../time/clock.js';
 import { isIntegerIn, isNumberIn, MAX_SPAN_MS, MAX_WAIT_MS, shownOption } from '../time/option-ranges.js';
@@ -46,7 +46,8 @@ import { planTimerRetirement, planWrites } from './unit-of-work/plan-writes.js';
 import { runStep, sealState } from './unit-of-work/run-step.js';
 import { SagaPreload } from './unit-of-work/saga-preload.js';
 import type { UnitOfWorkPlan } from './unit-of-work/unit-of-work-plan.js';
-import { runNamed, StaleTimer, type WriteReport, writePlan } from './unit-of-work/write-plan.js';
+import { runNamed, StaleTimer } from './unit-of-work/write-failures.js';
+import { type WriteReport, writePlan } from './unit-of-work/write-plan.js';
 
 /** Default of `concurrency.maxAttempts`: units of work tried per message before a `SagaConcurrencyError`. */
 export const DEFAULT_MAX_ATTEMPTS = 10;
@@ -392,7 +393,7 @@ export class SagaRuntime {
       );
     }
     const cutoff = new Date(this.options.clock.now().getTime() - this.options.messageIds.retentionMs);
-    return purgeHandledMessagesBefore(this.options.em, cutoff, batchSize, maxBatches);
+    return purgeHandledMessagesBefore(this.context, cutoff, batchSize, maxBatches);
   }
 
   /**
@@ -563,7 +564,7 @@ export class SagaRuntime {
     const base = { sagaType: definition.name, messageType: message.type, attempts, conflicts };
     const failed = (context: Pick<FailureContext, 'sagaId' | 'startedWith' | 'timerNames'>) => async (error: unknown) => {
       if (error instanceof LeftGroup) throw error;
-      throw await classifyFailure(error, { em: this.options.em, dialect: this.dialect, saga, messageType: message.type, ...context });
+      throw await classifyFailure(error, { em: this.options.em, db: this.context, saga, messageType: message.type, ...context });
     };
 
     // Only the first attempt may use a row read ahead: a retry follows a conflict, so it reads the row afresh.
@@ -575,8 +576,8 @@ export class SagaRuntime {
     // Looked up before the ignore decision: the redelivery of the message that completed the saga is a duplicate.
     const existing = instance.kind === 'ignored' ? instance.state : instance.isNew ? null : instance.state;
     if (messageId !== undefined && existing) {
-      const handled = await runNamed('read', HANDLED_MESSAGE_TABLE, () =>
-        findHandledMessage(em, definition.name, existing.id, messageId),
+      const handled = await runNamed('read', this.context.tables.handledMessage.name, () =>
+        findHandledMessage(this.context, em, definition.name, existing.id, messageId),
       ).catch(failed({ sagaId: existing.id, startedWith: undefined, timerNames: [] }));
       if (handled) return { ...this.result(HANDLE_OUTCOMES.DUPLICATE, base, existing, saga, NO_EFFECTS), version: handled.version };
     }
@@ -634,7 +635,7 @@ export class SagaRuntime {
 
   /** The write phase of one unit of work: in the next group, or in a transaction of its own when grouping is off. */
   private write(unit: UnitWrite): Promise<WriteReport> {
-    return this.groups ? this.groups.write(unit) : writePlan(this.context.transactions, unit.em, unit.plan, unit.target);
+    return this.groups ? this.groups.write(unit) : writePlan(this.context, unit.em, unit.plan, unit.target);
   }
 
   private ignored(base: ResultBase, saga: RegisteredSaga, instance: IgnoredMessage, timer: TimerDelivery | undefined): HandleResult {
