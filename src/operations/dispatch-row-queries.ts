@@ -132,21 +132,16 @@ function storedDates(ops: OperationsContext, table: DispatchTable, row: Record<s
     const date = value == null ? null : ops.db.dialect.readDate(value);
     const problem = storedDateProblem(date);
     if (problem === undefined) return date;
-    const column = unquoted(columnsOf(ops, table)[property]!);
+    const { name, field } = dispatchTableNames(ops.db, table);
+    const column = (field as Readonly<Record<string, string>>)[property]!;
     const where = {
-      table: dispatchTableNames(ops.db, table).name,
+      table: name,
       sagaType: String(row.sagaType),
       sagaId: String(row.sagaId),
       rowId: String(row.id),
     };
     throw storedValueInvalid(where, column, problem, 'set it to a timestamp from year 1 to 9999, or delete the row');
   };
-}
-
-/** A column name as MikroORM's metadata has it, from its quoted form in the statements (`"due_at"`, `` `due_at` ``). */
-function unquoted(name: string): string {
-  const quote = name.charAt(0);
-  return (quote === '"' || quote === '`') && name.endsWith(quote) ? name.slice(1, -1).replaceAll(quote + quote, quote) : name;
 }
 
 /** A payload that is not JSON (a row written by hand) is shown as its text rather than failing the listing. */
@@ -244,7 +239,7 @@ export async function sagaDispatchRows(
 }
 
 async function handledMessages(ops: OperationsContext, sagaType: string, sagaId: string, limit: number): Promise<HandledMessageRow[]> {
-  const { name, table, column: c } = ops.db.tables.handledMessage;
+  const { name, table, column: c, field } = ops.db.tables.handledMessage;
   const rows = await queryRows<Record<string, unknown>>(freshFork(ops.db.em), {
     sql: `select ${c.id} as "id", ${c.messageId} as "messageId", ${c.version} as "version", ${c.processedAt} as "processedAt" from ${table}
      where ${c.sagaType} = ? and ${c.sagaId} = ? order by ${c.processedAt} desc, ${c.id} desc limit ?`,
@@ -255,7 +250,7 @@ async function handledMessages(ops: OperationsContext, sagaType: string, sagaId:
     const problem = storedDateProblem(processedAt);
     if (problem) {
       const where = { table: name, sagaType, sagaId, rowId: String(row.id) };
-      throw storedValueInvalid(where, unquoted(c.processedAt), problem, 'set it to a timestamp from year 1 to 9999, or delete the row');
+      throw storedValueInvalid(where, field.processedAt, problem, 'set it to a timestamp from year 1 to 9999, or delete the row');
     }
     return { messageId: String(row.messageId), version: Number(row.version), processedAt: processedAt! };
   });

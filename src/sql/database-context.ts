@@ -15,6 +15,8 @@ export interface TableNames<TProperty extends string> {
   readonly table: string;
   /** The quoted column name of each property. */
   readonly column: Readonly<Record<TProperty, string>>;
+  /** The column name of each property as the metadata has it, unquoted: for error messages, never for SQL. */
+  readonly field: Readonly<Record<TProperty, string>>;
 }
 
 /** The properties of `SagaTimer`. */
@@ -30,6 +32,7 @@ export type HandledMessageProperty = keyof SagaHandledMessage & string;
  */
 export interface SagaTableNames extends TableNames<keyof SagaState & string> {
   readonly column: Readonly<Record<keyof SagaState & string, string>> & Readonly<Record<string, string | undefined>>;
+  readonly field: Readonly<Record<keyof SagaState & string, string>> & Readonly<Record<string, string | undefined>>;
   /** The quoted column of the primary key. */
   readonly primaryKey: string;
 }
@@ -102,8 +105,8 @@ function sagaTables(em: EntityManager): (meta: EntityMetadata) => SagaTableNames
   return (meta) => {
     let names = read.get(meta);
     if (!names) {
-      const { column, ...table } = tableNames<string>(em, meta);
-      names = { ...table, column: column as SagaTableNames['column'], primaryKey: column[meta.primaryKeys[0]!]! };
+      const table = tableNames<string>(em, meta) as Omit<SagaTableNames, 'primaryKey'>;
+      names = { ...table, primaryKey: table.column[meta.primaryKeys[0]!]! };
       read.set(meta, names);
     }
     return names;
@@ -113,9 +116,17 @@ function sagaTables(em: EntityManager): (meta: EntityMetadata) => SagaTableNames
 /** The table and column names of `meta`, quoted for `em`'s platform. */
 function tableNames<TProperty extends string>(em: EntityManager, meta: EntityMetadata): TableNames<TProperty> {
   const column: Record<string, string> = {};
+  const field: Record<string, string> = {};
   for (const property of Object.values(meta.properties)) {
-    const field = property.fieldNames?.[0];
-    if (field) column[property.name] = quoteName(em, field);
+    const name = property.fieldNames?.[0];
+    if (!name) continue;
+    field[property.name] = name;
+    column[property.name] = quoteName(em, name);
   }
-  return { name: meta.tableName, table: tableOf(em, meta), column: column as Record<TProperty, string> };
+  return {
+    name: meta.tableName,
+    table: tableOf(em, meta),
+    column: column as Record<TProperty, string>,
+    field: field as Record<TProperty, string>,
+  };
 }
