@@ -82,8 +82,8 @@ export type { AdviseSagaSchemaOptions, SchemaAdvice } from './schema/advise-saga
 export { adviseSagaSchema, RECOMMENDED_AUTOVACUUM_SETTINGS } from './schema/advise-saga-schema.js';
 export type { SchemaProblem, SchemaProblemKind, VerifySagaSchemaOptions } from './schema/verify-saga-schema.js';
 export { inspectSagaSchema, SCHEMA_FIX, SCHEMA_PROBLEM_KINDS, verifySagaSchema } from './schema/verify-saga-schema.js';
-export type { DispatchTable } from './sql/dispatch-statements.js';
-export { DISPATCH_TABLES } from './sql/dispatch-statements.js';
+export type { DispatchTable } from './sql/dispatch-tables.js';
+export { DISPATCH_TABLES } from './sql/dispatch-tables.js';
 export type { LogLevel, SagaLogger } from './telemetry/logger.js';
 export { consoleLogger, LOG_LEVELS, silentLogger } from './telemetry/logger.js';
 export type { SagaCounterName, SagaStats } from './telemetry/saga-metrics.js';

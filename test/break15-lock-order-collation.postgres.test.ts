@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, type HandleResult, SagaRuntime, type TimerDelivery } from '../src/index.js';
 import { lockOrder } from '../src/saga/unit-of-work/lock-order.js';
 import { createDatabaseContext } from '../src/sql/database-context.js';
-import { renewLeases } from '../src/sql/dispatch-statements.js';
+import { renewLeases } from '../src/sql/delivery-statements.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations, FlushHold } from './support/flush-hold.js';
 import { lockWaiters } from './support/row-locks.js';

@@ -4,7 +4,7 @@
 import type { MikroORM, Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaPersistenceError, SagaRuntime } from '../src/index.js';
-import { queryRows } from '../src/sql/sql-executor.js';
+import { queryRows } from '../src/orm/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
 import { AfterStart } from './support/transaction-hooks.js';

@@ -227,7 +227,9 @@ for (const dialect of DIALECTS) {
       // Another unit of work commits version 1 first.
       await runtime.handle(wideSaga, { type: 'Change', key, changes: { ...CHANGES, count: 2 } });
       const { updateSagaRow } = await import('../src/sql/saga-statements.js');
-      expect(await updateSagaRow(em, meta, saga.id, 0, plainRowUpdate(em, meta, saga)!)).toBe(false);
+      const { runStatement } = await import('../src/sql/sql-executor.js');
+      const change = { sagaId: saga.id, loadedVersion: 0, columns: plainRowUpdate(em, meta, saga)! };
+      expect(await runStatement(em, updateSagaRow(runtime.context, meta, change))).toBe(0);
       expect((await db().orm.em.fork().findOneOrFail(WideSaga, { key })).count).toBe(2);
     });
 

@@ -10,18 +10,16 @@ import { describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
 import { SagaOperations } from '../src/operations/index.js';
 import { queryRows } from '../src/orm/index.js';
+import { claimDueRows } from '../src/sql/claim-statements.js';
 import {
-  type Claim,
-  claimDueRows,
-  DISPATCH_TABLES,
-  type DispatchTable,
   deadLetter,
   markDeliveriesStarted,
   markPublished,
   recordFailure,
   releaseClaim,
   renewLeases,
-} from '../src/sql/dispatch-statements.js';
+} from '../src/sql/delivery-statements.js';
+import { type Claim, DISPATCH_TABLES, type DispatchTable } from '../src/sql/dispatch-tables.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { useDatabase } from './support/suite.js';

@@ -1,10 +1,11 @@
 // The token-checked multi-row statements (lease renewal, start marks, published stamps) must match each claim's
 // id with that claim's own token: a row is written only under (its id, its token), never under its id and the
-// token another claim of the same statement carries (src/sql/dispatch-statements.ts updateClaimedRows).
+// token another claim of the same statement carries (src/sql/claimed-row-updates.ts updateClaimedRows).
 import { describe, expect, it } from 'vitest';
 import { claimDueTimers } from '../src/dispatcher/claim-due-rows.js';
 import { SagaRuntime, SagaTimer } from '../src/index.js';
-import { DISPATCH_TABLES, markDeliveriesStarted, renewLeases } from '../src/sql/dispatch-statements.js';
+import { markDeliveriesStarted, renewLeases } from '../src/sql/delivery-statements.js';
+import { DISPATCH_TABLES } from '../src/sql/dispatch-tables.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';

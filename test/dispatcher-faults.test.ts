@@ -20,7 +20,7 @@ import {
   silentLogger,
 } from '../src/index.js';
 import { pgConnectionOptions } from '../src/orm/connection-info.js';
-import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-statements.js';
+import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-tables.js';
 import { FakeClock } from '../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
 import { DIALECTS, isSqlite, type TestDatabase, waitsForLocksSynchronously } from './support/databases.js';

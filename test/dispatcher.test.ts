@@ -11,7 +11,8 @@ import {
   SagaTimer,
   silentLogger,
 } from '../src/index.js';
-import { DISPATCH_TABLES, markDeliveriesStarted } from '../src/sql/dispatch-statements.js';
+import { markDeliveriesStarted } from '../src/sql/delivery-statements.js';
+import { DISPATCH_TABLES } from '../src/sql/dispatch-tables.js';
 import { advanceAndDrain, drainDueTimers, FakeClock } from '../src/testing/index.js';
 import { type Action, type ScriptedMessage, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';

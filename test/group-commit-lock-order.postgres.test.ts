@@ -8,7 +8,7 @@ import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, type HandleResult, SagaRuntime, type TimerDelivery } from '../src/index.js';
 import { createDatabaseContext } from '../src/sql/database-context.js';
-import { markDeliveriesStarted, renewLeases } from '../src/sql/dispatch-statements.js';
+import { markDeliveriesStarted, renewLeases } from '../src/sql/delivery-statements.js';
 import { ScriptedSaga } from './fixtures/scripted-saga.js';
 import { drainContinuations, FlushHold } from './support/flush-hold.js';
 import { rowsOf } from './support/rows.js';

@@ -3,7 +3,7 @@
 // pool, marks started only the sagas without such a row; their lanes go ahead, this saga's rows queue behind).
 import { describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
-import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-statements.js';
+import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-tables.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';

@@ -5,7 +5,7 @@
 // test sets a fake clock.
 import { describe, expect, it } from 'vitest';
 import { type OutboxEnvelope, SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
-import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-statements.js';
+import { LEASE_EXPIRED_ERROR } from '../src/sql/dispatch-tables.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from './fixtures/scripted-saga.js';
 import { DIALECTS } from './support/databases.js';

@@ -2,6 +2,8 @@
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { SagaRuntime, WeekdayCalendar } from '../src/index.js';
+import { createDatabaseContext } from '../src/sql/database-context.js';
+import { runStatement } from '../src/sql/sql-executor.js';
 import { insertTimers } from '../src/sql/timer-statements.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga, scriptedVariant } from './fixtures/scripted-saga.js';
@@ -156,16 +158,17 @@ for (const dialect of DIALECTS) {
           token: crypto.randomUUID(),
           createdAt: new Date(),
         });
+        const context = createDatabaseContext(orm.em);
         const first = orm.em.fork();
         await first.begin();
-        await insertTimers(first, [row(crypto.randomUUID())]);
+        await runStatement(first, insertTimers(context, [row(crypto.randomUUID())]));
         // On PostgreSQL the second insert waits for the first transaction; on SQLite the single writer
         // makes it wait for the connection. Either way it runs after the first commits.
         const second = orm.em.fork();
         const secondResult = (async () => {
           await second.begin();
           try {
-            await insertTimers(second, [row(crypto.randomUUID())]);
+            await runStatement(second, insertTimers(context, [row(crypto.randomUUID())]));
             await second.commit();
             return 'inserted';
           } catch (error) {

@@ -1,5 +1,5 @@
 // On PostgreSQL a timer's delivery writes its saga row and stamps the timer in one statement (two UPDATEs as WITH
-// queries; src/sql/saga-statements.ts, writeSagaRowAndStampTimer): one round trip instead of two. What must still
+// queries; src/sql/saga-statements.ts, updateSagaRowAndStampTimer): one round trip instead of two. What must still
 // hold: the saga row is locked before the timer row (the order of every unit of work on the instance), a stale
 // timer rolls the saga row's write back, a version conflict is retried, and a failure names both tables.
 import { randomUUID } from 'node:crypto';

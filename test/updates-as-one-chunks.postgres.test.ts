@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../src/index.js';
 import { freshFork, queryRows } from '../src/orm/index.js';
-import { runUpdatesAsOne } from '../src/sql/saga-statements.js';
+import { runUpdatesAsOne } from '../src/sql/updates-as-one.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
 import { ONE_STATEMENT_START, statementsSent } from './support/pg-statements.js';
 import { uniqueKey, useDatabase } from './support/suite.js';

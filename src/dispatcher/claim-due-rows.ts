@@ -1,13 +1,7 @@
 import type { TimerDelivery } from '../contracts.js';
+import { type ClaimGuard, claimDueRows, type StartAtClaim } from '../sql/claim-statements.js';
 import type { DatabaseContext } from '../sql/database-context.js';
-import {
-  type Claim,
-  type ClaimGuard,
-  claimDueRows,
-  DISPATCH_TABLES,
-  type DispatchTable,
-  type StartAtClaim,
-} from '../sql/dispatch-statements.js';
+import { type Claim, DISPATCH_TABLES, type DispatchTable, dispatchTableNames } from '../sql/dispatch-tables.js';
 import type { OutboxEnvelope } from './outbox-envelope.js';
 
 /** A claimed outbox row: the envelope and the claim token. */
@@ -46,6 +40,7 @@ export async function claimDueTimers(
   guard?: ClaimGuard,
 ): Promise<ClaimedRows<TimerDelivery>> {
   const raw = await claimDueRows(db, DISPATCH_TABLES.timer, now, leaseUntil, limit, guard);
+  const column = db.tables.timer.field;
   return decodeAll(db, DISPATCH_TABLES.timer, raw, (row, read) => ({
     id: String(row.id),
     token: String(row.token),
@@ -53,8 +48,8 @@ export async function claimDueTimers(
     sagaId: String(row.sagaId),
     name: String(row.name),
     messageType: String(row.messageType),
-    payload: read.message('payload', row.payload),
-    dueAt: read.date('due_at', row.dueAt),
+    payload: read.message(column.payload, row.payload),
+    dueAt: read.date(column.dueAt, row.dueAt),
     attempts: Number(row.attempts),
     correlationId: row.correlationId == null ? null : String(row.correlationId),
     lastError: row.lastError == null ? null : String(row.lastError),
@@ -74,6 +69,7 @@ export async function claimDueOutboxRows(
   startAtClaim?: StartAtClaim,
 ): Promise<ClaimedRows<ClaimedOutboxRow>> {
   const raw = await claimDueRows(db, DISPATCH_TABLES.outbox, now, leaseUntil, limit, guard, startAtClaim);
+  const column = db.tables.outbox.field;
   return decodeAll(db, DISPATCH_TABLES.outbox, raw, (row, read) => ({
     token: String(row.token),
     lastError: row.lastError == null ? null : String(row.lastError),
@@ -81,13 +77,13 @@ export async function claimDueOutboxRows(
     envelope: {
       id: String(row.id),
       type: String(row.messageType),
-      payload: read.message('payload', row.payload),
-      headers: read.headers('headers', row.headers),
+      payload: read.message(column.payload, row.payload),
+      headers: read.headers(column.headers, row.headers),
       sagaType: String(row.sagaType),
       sagaId: String(row.sagaId),
       correlationId: row.correlationId == null ? null : String(row.correlationId),
       attempts: Number(row.attempts),
-      createdAt: read.date('created_at', row.createdAt),
+      createdAt: read.date(column.createdAt, row.createdAt),
     },
   }));
 }
@@ -147,12 +143,13 @@ function decodeAll<T>(
   decode: (row: Record<string, unknown>, read: ColumnReader) => T,
 ): ClaimedRows<T> {
   const read = readerFor(db);
+  const availableAt = dispatchTableNames(db, table).field.availableAt;
   const decoded: { row: T; at: number; id: string }[] = [];
   const undecodable: UndecodableRow[] = [];
   for (const row of raw) {
     const id = String(row.id);
     try {
-      decoded.push({ row: decode(row, read), at: read.date('available_at', row.availableAt).getTime(), id });
+      decoded.push({ row: decode(row, read), at: read.date(availableAt, row.availableAt).getTime(), id });
     } catch (error) {
       if (!(error instanceof Undecodable)) throw error;
       undecodable.push({

@@ -1,4 +1,4 @@
-import type { Claim } from '../sql/dispatch-statements.js';
+import type { Claim } from '../sql/dispatch-tables.js';
 
 /**
  * What became of one row's write: written; lost (the row was taken over or left the pending set); busy (another

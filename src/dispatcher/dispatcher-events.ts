@@ -1,5 +1,5 @@
 import type { DispatchPassResult } from '../contracts.js';
-import type { DispatchTable } from '../sql/dispatch-statements.js';
+import type { DispatchTable } from '../sql/dispatch-tables.js';
 import type { SagaLogger } from '../telemetry/logger.js';
 import { describeError } from './describe-error.js';
 import type { LeaseRenewal } from './lease-keeper.js';

@@ -1,5 +1,5 @@
 import type { DeliveryCounts } from '../contracts.js';
-import type { Claim } from '../sql/dispatch-statements.js';
+import type { Claim } from '../sql/dispatch-tables.js';
 import type { ClaimedOutboxRow } from './claim-due-rows.js';
 
 /** `T` with every field writable, at every depth: the counters a pass fills in as its deliveries end. */

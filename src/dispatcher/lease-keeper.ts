@@ -1,5 +1,6 @@
 import type { DatabaseContext } from '../sql/database-context.js';
-import { type Claim, DISPATCH_TABLES, type DispatchTable, renewLeases } from '../sql/dispatch-statements.js';
+import { renewLeases } from '../sql/delivery-statements.js';
+import { type Claim, DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-tables.js';
 import type { SagaLogger } from '../telemetry/logger.js';
 import { type Clock, ENDED } from '../time/clock.js';
 import { describeError } from './describe-error.js';

@@ -1,5 +1,6 @@
 import type { DispatchPassResult } from '../contracts.js';
-import { DISPATCH_TABLES, markPublished } from '../sql/dispatch-statements.js';
+import { markPublished } from '../sql/delivery-statements.js';
+import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
 import { type ClaimedOutboxRow, claimDueOutboxRows } from './claim-due-rows.js';
 import { CoalescedWrite } from './coalesced-write.js';
 import type { DispatchParts } from './dispatch-parts.js';

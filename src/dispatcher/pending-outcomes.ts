@@ -1,4 +1,4 @@
-import type { Claim, DispatchTable } from '../sql/dispatch-statements.js';
+import type { Claim, DispatchTable } from '../sql/dispatch-tables.js';
 
 /** A kept write whose row another transaction still holds locked: not a database fault; kept for a later pass. */
 export class RowLockedElsewhere extends Error {

@@ -1,12 +1,8 @@
 import { runWithCorrelationId } from '../correlation/correlation-context.js';
+import type { ClaimGuard } from '../sql/claim-statements.js';
 import type { DatabaseContext } from '../sql/database-context.js';
-import {
-  type ClaimGuard,
-  DISPATCH_TABLES,
-  type DispatchTable,
-  diedWithItsDispatcher,
-  markDeliveriesStarted,
-} from '../sql/dispatch-statements.js';
+import { markDeliveriesStarted } from '../sql/delivery-statements.js';
+import { DISPATCH_TABLES, type DispatchTable, diedWithItsDispatcher } from '../sql/dispatch-tables.js';
 import { CoalescedWrite } from './coalesced-write.js';
 import { DeliveryDeadlines } from './delivery-deadlines.js';
 import type { DeliveryTask } from './delivery-pool.js';

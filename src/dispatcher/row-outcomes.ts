@@ -1,5 +1,6 @@
 import type { DatabaseContext } from '../sql/database-context.js';
-import { type Claim, type DispatchTable, deadLetter, ERROR_TEXT_LIMIT, recordFailure, releaseClaim } from '../sql/dispatch-statements.js';
+import { deadLetter, recordFailure, releaseClaim } from '../sql/delivery-statements.js';
+import { type Claim, type DispatchTable, ERROR_TEXT_LIMIT } from '../sql/dispatch-tables.js';
 import type { SagaCounterName, SagaMetrics } from '../telemetry/saga-metrics.js';
 import { storableText } from '../text/storable-text.js';
 import type { UndecodableRow } from './claim-due-rows.js';

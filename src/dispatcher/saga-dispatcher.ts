@@ -1,7 +1,7 @@
 import type { DispatchPassResult } from '../contracts.js';
 import { SagaError } from '../errors.js';
 import type { DatabaseContext } from '../sql/database-context.js';
-import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
+import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-tables.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { ENDED } from '../time/clock.js';
 import { DeliveryPool } from './delivery-pool.js';

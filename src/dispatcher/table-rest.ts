@@ -1,4 +1,4 @@
-import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
+import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-tables.js';
 
 /**
  * Which tables the loop leaves unclaimed for a while: one whose last claim came back empty rests for

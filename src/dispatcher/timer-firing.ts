@@ -1,6 +1,7 @@
 import type { DispatchPassResult, TimerDelivery } from '../contracts.js';
 import type { SagaPreload } from '../saga/unit-of-work/saga-preload.js';
-import { DISPATCH_TABLES, missTimersOverdueBefore, missTimersSupersededInBacklog } from '../sql/dispatch-statements.js';
+import { missTimersOverdueBefore, missTimersSupersededInBacklog } from '../sql/catch-up-statements.js';
+import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
 import { claimDueTimers } from './claim-due-rows.js';
 import type { DispatchParts } from './dispatch-parts.js';
 import { CATCH_UP_POLICIES } from './dispatcher-options.js';

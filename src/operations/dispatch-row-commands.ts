@@ -1,5 +1,5 @@
 import { freshFork, isDriverException, isInvalidFieldName, isPoolTimeout, isTableNotFound, isUniqueViolation } from '../orm/index.js';
-import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
+import { DISPATCH_TABLES, type DispatchTable, dispatchTableNames } from '../sql/dispatch-tables.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
 import { checkDate, checkedInput, checkIds, invalidInput } from './operation-input.js';
 import {
@@ -25,13 +25,12 @@ interface RowState {
 /** Which of `ids` exist in `table`, whether each is pending or dead-lettered, and whose saga it belongs to. */
 async function rowStates(ops: OperationsContext, table: DispatchTable, ids: readonly string[]): Promise<Map<string, RowState>> {
   if (ids.length === 0) return new Map();
-  const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
-  const rows = await queryRows<RowState & { id: string }>(
-    freshFork(ops.db.em),
-    `select ${c.id} as "id", ${c.outcome} as "outcome", ${c.sagaType} as "sagaType", ${c.sagaId} as "sagaId", ${c.messageType} as "messageType"
+  const { table: name, column: c } = dispatchTableNames(ops.db, table);
+  const rows = await queryRows<RowState & { id: string }>(freshFork(ops.db.em), {
+    sql: `select ${c.id} as "id", ${c.outcome} as "outcome", ${c.sagaType} as "sagaType", ${c.sagaId} as "sagaId", ${c.messageType} as "messageType"
      from ${name} where ${c.id} in (${placeholders(ids.length)})`,
-    [...ids],
-  );
+    params: [...ids],
+  });
   return new Map(rows.map((row) => [String(row.id), row]));
 }
 
@@ -47,11 +46,10 @@ async function undeliverableTimers(ops: OperationsContext, states: ReadonlyMap<s
     const saga = ops.sagas.get(sagaType)!;
     const ofType = dead.filter(([, row]) => row.sagaType === sagaType);
     const sagaIds = [...new Set(ofType.map(([, row]) => row.sagaId))];
-    const found = await queryRows<{ id: string; completedAt: unknown }>(
-      freshFork(ops.db.em),
-      `select ${saga.column.id} as "id", ${saga.column.completedAt} as "completedAt" from ${saga.table} where ${saga.column.id} in (${placeholders(sagaIds.length)})`,
-      sagaIds,
-    );
+    const found = await queryRows<{ id: string; completedAt: unknown }>(freshFork(ops.db.em), {
+      sql: `select ${saga.column.id} as "id", ${saga.column.completedAt} as "completedAt" from ${saga.table} where ${saga.column.id} in (${placeholders(sagaIds.length)})`,
+      params: sagaIds,
+    });
     const completed = new Map(found.map((row) => [String(row.id), row.completedAt !== null && row.completedAt !== undefined]));
     for (const [id, row] of ofType) {
       if (!completed.has(row.sagaId)) verdicts.set(id, ITEM_STATUSES.SAGA_NOT_FOUND);
@@ -100,8 +98,8 @@ async function perItem<TStatus extends ItemStatus>(
  * `saga_completed` or `saga_not_found` ({@link undeliverableTimers}).
  */
 export async function requeueRows(ops: OperationsContext, table: DispatchTable, ids: unknown): Promise<BulkResult<RequeueStatus>> {
-  const checked = checkedInput(table === 'saga_timer' ? 'requeueTimers' : 'requeueOutbox', () => checkIds(ids, 'ids'));
-  const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
+  const checked = checkedInput(table === DISPATCH_TABLES.timer ? 'requeueTimers' : 'requeueOutbox', () => checkIds(ids, 'ids'));
+  const { table: name, column: c } = dispatchTableNames(ops.db, table);
   const states = await rowStates(ops, table, checked);
   const undeliverable = table === DISPATCH_TABLES.timer ? await undeliverableTimers(ops, states) : new Map<string, RequeueStatus>();
   return perItem<RequeueStatus>(
@@ -111,13 +109,12 @@ export async function requeueRows(ops: OperationsContext, table: DispatchTable, 
       const verdict = undeliverable.get(id);
       if (verdict !== undefined) return verdict;
       try {
-        const changed = await runStatement(
-          freshFork(ops.db.em),
-          `update ${name} set ${c.dispatchedAt} = null, ${c.outcome} = null, ${c.deadLetteredAt} = null, ${c.deadLetterReason} = null,
+        const changed = await runStatement(freshFork(ops.db.em), {
+          sql: `update ${name} set ${c.dispatchedAt} = null, ${c.outcome} = null, ${c.deadLetteredAt} = null, ${c.deadLetterReason} = null,
              ${c.attempts} = 0, ${c.availableAt} = ?, ${c.lockedUntil} = null, ${c.deliveryStartedAt} = null, ${c.token} = ${ops.db.dialect.newTokenSql}
            where ${c.id} = ? and ${c.outcome} = ?`,
-          [ops.clock.now(), id, DISPATCH_ROW_STATUSES.DEAD_LETTERED],
-        );
+          params: [ops.clock.now(), id, DISPATCH_ROW_STATUSES.DEAD_LETTERED],
+        });
         return changed === 1 ? ITEM_STATUSES.REQUEUED : ITEM_STATUSES.NOT_DEAD_LETTERED;
       } catch (error) {
         // The filtered unique index: a pending timer of that name exists on the saga again.
@@ -132,17 +129,16 @@ export async function requeueRows(ops: OperationsContext, table: DispatchTable, 
 /** Deletes pending timers. A timer being delivered right now loses its claim: its firing is dropped as stale. */
 export async function cancelTimers(ops: OperationsContext, ids: unknown): Promise<BulkResult<CancelStatus>> {
   const checked = checkedInput('cancelTimers', () => checkIds(ids, 'ids'));
-  const { table, column: c } = ops.db.tables.saga_timer;
-  const states = await rowStates(ops, 'saga_timer', checked);
+  const { table, column: c } = ops.db.tables.timer;
+  const states = await rowStates(ops, DISPATCH_TABLES.timer, checked);
   return perItem<CancelStatus>(
     checked,
     async (id) => {
       if (!states.has(id)) return ITEM_STATUSES.NOT_FOUND;
-      const deleted = await runStatement(
-        freshFork(ops.db.em),
-        `delete from ${table} where ${c.id} = ? and ${ops.db.dialect.pendingById(c.dispatchedAt)}`,
-        [id],
-      );
+      const deleted = await runStatement(freshFork(ops.db.em), {
+        sql: `delete from ${table} where ${c.id} = ? and ${ops.db.dialect.pendingById(c.dispatchedAt)}`,
+        params: [id],
+      });
       return deleted === 1 ? ITEM_STATUSES.CANCELLED : ITEM_STATUSES.NOT_PENDING;
     },
     ITEM_STATUSES.CANCELLED,
@@ -157,19 +153,18 @@ export async function rescheduleTimers(ops: OperationsContext, ids: unknown, due
     if (!due) throw invalidInput('rescheduleTimers needs dueAt: the new due time (a Date).');
     return { checked, due };
   });
-  const { table, column: c } = ops.db.tables.saga_timer;
-  const states = await rowStates(ops, 'saga_timer', checked);
+  const { table, column: c } = ops.db.tables.timer;
+  const states = await rowStates(ops, DISPATCH_TABLES.timer, checked);
   return perItem<RescheduleStatus>(
     checked,
     async (id) => {
       if (!states.has(id)) return ITEM_STATUSES.NOT_FOUND;
-      const changed = await runStatement(
-        freshFork(ops.db.em),
-        `update ${table} set ${c.dueAt} = ?, ${c.availableAt} = ?, ${c.lockedUntil} = null, ${c.deliveryStartedAt} = null,
+      const changed = await runStatement(freshFork(ops.db.em), {
+        sql: `update ${table} set ${c.dueAt} = ?, ${c.availableAt} = ?, ${c.lockedUntil} = null, ${c.deliveryStartedAt} = null,
            ${c.token} = ${ops.db.dialect.newTokenSql}
          where ${c.id} = ? and ${ops.db.dialect.pendingById(c.dispatchedAt)}`,
-        [due, due, id],
-      );
+        params: [due, due, id],
+      });
       return changed === 1 ? ITEM_STATUSES.RESCHEDULED : ITEM_STATUSES.NOT_PENDING;
     },
     ITEM_STATUSES.RESCHEDULED,

@@ -2,8 +2,7 @@ import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { freshFork } from '../orm/index.js';
 import { storedDateProblem, storedValueInvalid } from '../saga/stored-values.js';
 import type { OutboxProperty, TimerProperty } from '../sql/database-context.js';
-import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
-import { HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
+import { DISPATCH_TABLES, type DispatchTable, dispatchTableNames } from '../sql/dispatch-tables.js';
 import { queryRows } from '../sql/sql-executor.js';
 import { checkedInput, checkLimit, checkName, checkOneOf, checkUuid, invalidInput } from './operation-input.js';
 import {
@@ -21,8 +20,8 @@ import { decodeCursor, encodeCursor } from './page-cursor.js';
 
 /** The statuses a row of each table can have. */
 export const TABLE_STATUSES: Readonly<Record<DispatchTable, readonly DispatchRowStatus[]>> = {
-  saga_timer: ['pending', 'leased', 'dead_lettered', 'missed', 'fired', 'discarded'],
-  saga_outbox: ['pending', 'leased', 'dead_lettered', 'published'],
+  [DISPATCH_TABLES.timer]: ['pending', 'leased', 'dead_lettered', 'missed', 'fired', 'discarded'],
+  [DISPATCH_TABLES.outbox]: ['pending', 'leased', 'dead_lettered', 'published'],
 };
 
 /** The columns both tables show an operator (`DispatchRow`). */
@@ -46,16 +45,21 @@ const SHARED_COLUMNS = [
 const TIMER_COLUMNS: readonly TimerProperty[] = [...SHARED_COLUMNS, 'name', 'step', 'dueAt'];
 const OUTBOX_COLUMNS: readonly OutboxProperty[] = [...SHARED_COLUMNS, 'headers'];
 
+/** Every column of `table`, by property: those both tables have and its own. */
+function columnsOf(ops: OperationsContext, table: DispatchTable): Readonly<Record<string, string>> {
+  return dispatchTableNames(ops.db, table).column;
+}
+
 /** `select` list of a table's operator columns, aliased to property names. */
 function selectList(ops: OperationsContext, table: DispatchTable): string {
-  const column = ops.db.tables[table].column as Record<string, string>;
+  const column = columnsOf(ops, table);
   const properties = table === DISPATCH_TABLES.timer ? TIMER_COLUMNS : OUTBOX_COLUMNS;
   return properties.map((p) => `${column[p]} as "${p}"`).join(', ');
 }
 
 /** The SQL condition (and its parameters) of one status, at `now`. */
 export function statusCondition(ops: OperationsContext, table: DispatchTable, status: DispatchRowStatus, now: Date) {
-  const c = ops.db.tables[table].column as Record<string, string>;
+  const c = dispatchTableNames(ops.db, table).column;
   if (status === DISPATCH_ROW_STATUSES.PENDING) {
     return { sql: `${c.dispatchedAt} is null and (${c.lockedUntil} is null or ${c.lockedUntil} <= ?)`, params: [now] };
   }
@@ -63,7 +67,7 @@ export function statusCondition(ops: OperationsContext, table: DispatchTable, st
   return { sql: `${c.dispatchedAt} is not null and ${c.outcome} = ?`, params: [status] };
 }
 
-type RowOf<T extends DispatchTable> = T extends 'saga_timer' ? TimerRow : OutboxRow;
+type RowOf<T extends DispatchTable> = T extends typeof DISPATCH_TABLES.timer ? TimerRow : OutboxRow;
 
 /** Reads the rows of `table` matching `where`, ordered and limited in SQL, as operator rows. */
 async function readRows<T extends DispatchTable>(
@@ -75,12 +79,11 @@ async function readRows<T extends DispatchTable>(
   limit: number,
 ): Promise<RowOf<T>[]> {
   const now = ops.clock.now();
-  const rows = await queryRows<Record<string, unknown>>(
-    freshFork(ops.db.em),
-    `select ${selectList(ops, table)} from ${ops.db.tables[table].table}
+  const rows = await queryRows<Record<string, unknown>>(freshFork(ops.db.em), {
+    sql: `select ${selectList(ops, table)} from ${dispatchTableNames(ops.db, table).table}
      ${where.length ? `where ${where.join(' and ')}` : ''} order by ${orderBy} limit ?`,
-    [...params, limit],
-  );
+    params: [...params, limit],
+  });
   return rows.map((row) => rowOf(ops, table, row, now) as RowOf<T>);
 }
 
@@ -129,16 +132,16 @@ function storedDates(ops: OperationsContext, table: DispatchTable, row: Record<s
     const date = value == null ? null : ops.db.dialect.readDate(value);
     const problem = storedDateProblem(date);
     if (problem === undefined) return date;
-    const column = unquoted((ops.db.tables[table].column as Record<string, string>)[property]!);
-    const where = { table, sagaType: String(row.sagaType), sagaId: String(row.sagaId), rowId: String(row.id) };
+    const { name, field } = dispatchTableNames(ops.db, table);
+    const column = (field as Readonly<Record<string, string>>)[property]!;
+    const where = {
+      table: name,
+      sagaType: String(row.sagaType),
+      sagaId: String(row.sagaId),
+      rowId: String(row.id),
+    };
     throw storedValueInvalid(where, column, problem, 'set it to a timestamp from year 1 to 9999, or delete the row');
   };
-}
-
-/** A column name as MikroORM's metadata has it, from its quoted form in the statements (`"due_at"`, `` `due_at` ``). */
-function unquoted(name: string): string {
-  const quote = name.charAt(0);
-  return (quote === '"' || quote === '`') && name.endsWith(quote) ? name.slice(1, -1).replaceAll(quote + quote, quote) : name;
 }
 
 /** A payload that is not JSON (a row written by hand) is shown as its text rather than failing the listing. */
@@ -175,7 +178,7 @@ export async function listDispatchRows<T extends DispatchTable>(
 ): Promise<Page<RowOf<T>>> {
   const operation = table === DISPATCH_TABLES.timer ? 'listTimers' : 'listOutbox';
   const { limit, filters, after } = checkedInput(operation, () => checkRowQuery(table, query));
-  const c = ops.db.tables[table].column as Record<string, string>;
+  const c = columnsOf(ops, table);
   const where: string[] = [];
   const params: unknown[] = [];
   if (filters.status) {
@@ -208,40 +211,46 @@ export async function sagaDispatchRows(
   sagaId: string,
   recent: number,
 ): Promise<Pick<SagaDetail, 'pendingTimers' | 'recentTimers' | 'outbox' | 'messageIds'>> {
-  const t = ops.db.tables.saga_timer.column;
-  const o = ops.db.tables.saga_outbox.column;
+  const t = ops.db.tables.timer.column;
+  const o = ops.db.tables.outbox.column;
   const ofTimer = [`${t.sagaType} = ?`, `${t.sagaId} = ?`];
   const ofOutbox = [`${o.sagaType} = ?`, `${o.sagaId} = ?`];
   const key = [sagaType, sagaId];
   return {
-    pendingTimers: await readRows(ops, 'saga_timer', [...ofTimer, `${t.dispatchedAt} is null`], key, `${t.dueAt}, ${t.id}`, recent),
+    pendingTimers: await readRows(
+      ops,
+      DISPATCH_TABLES.timer,
+      [...ofTimer, `${t.dispatchedAt} is null`],
+      key,
+      `${t.dueAt}, ${t.id}`,
+      recent,
+    ),
     recentTimers: await readRows(
       ops,
-      'saga_timer',
+      DISPATCH_TABLES.timer,
       [...ofTimer, `${t.dispatchedAt} is not null`],
       key,
       `${t.dispatchedAt} desc, ${t.id} desc`,
       recent,
     ),
-    outbox: await readRows(ops, 'saga_outbox', ofOutbox, key, `${o.createdAt} desc, ${o.id} desc`, recent),
+    outbox: await readRows(ops, DISPATCH_TABLES.outbox, ofOutbox, key, `${o.createdAt} desc, ${o.id} desc`, recent),
     messageIds: await handledMessages(ops, sagaType, sagaId, recent),
   };
 }
 
 async function handledMessages(ops: OperationsContext, sagaType: string, sagaId: string, limit: number): Promise<HandledMessageRow[]> {
-  const { table, column: c } = ops.handledMessages;
-  const rows = await queryRows<Record<string, unknown>>(
-    freshFork(ops.db.em),
-    `select ${c.id} as "id", ${c.messageId} as "messageId", ${c.version} as "version", ${c.processedAt} as "processedAt" from ${table}
+  const { name, table, column: c, field } = ops.db.tables.handledMessage;
+  const rows = await queryRows<Record<string, unknown>>(freshFork(ops.db.em), {
+    sql: `select ${c.id} as "id", ${c.messageId} as "messageId", ${c.version} as "version", ${c.processedAt} as "processedAt" from ${table}
      where ${c.sagaType} = ? and ${c.sagaId} = ? order by ${c.processedAt} desc, ${c.id} desc limit ?`,
-    [sagaType, sagaId, limit],
-  );
+    params: [sagaType, sagaId, limit],
+  });
   return rows.map((row) => {
     const processedAt = ops.db.dialect.readDate(row.processedAt);
     const problem = storedDateProblem(processedAt);
     if (problem) {
-      const where = { table: HANDLED_MESSAGE_TABLE, sagaType, sagaId, rowId: String(row.id) };
-      throw storedValueInvalid(where, unquoted(c.processedAt), problem, 'set it to a timestamp from year 1 to 9999, or delete the row');
+      const where = { table: name, sagaType, sagaId, rowId: String(row.id) };
+      throw storedValueInvalid(where, field.processedAt, problem, 'set it to a timestamp from year 1 to 9999, or delete the row');
     }
     return { messageId: String(row.messageId), version: Number(row.version), processedAt: processedAt! };
   });

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { freshFork, inFreshTransaction } from '../orm/index.js';
 import { DEFAULT_PURGE_BATCH_SIZE, MAX_PURGE_BATCH_SIZE } from '../saga/handled-messages.js';
-import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-statements.js';
+import { DISPATCH_TABLES, type DispatchTable, dispatchTableNames } from '../sql/dispatch-tables.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
 import { checkDate, checkedInput, checkLimit, invalidInput } from './operation-input.js';
 import { DISPATCH_ROW_STATUSES, type PurgeOptions, type PurgeReport } from './operation-types.js';
@@ -45,14 +45,13 @@ const ROWS_WANTED = '/* rows */ ';
 
 /** Deletes one batch of dispatched rows of `table` that left the pending set before `cutoff`. */
 function deleteDispatched(ops: OperationsContext, table: DispatchTable, cutoff: Date, includeDeadLettered: boolean, limit: number) {
-  const { table: name, column: c } = ops.db.tables[table] as { table: string; column: Record<string, string> };
+  const { table: name, column: c } = dispatchTableNames(ops.db, table);
   const keep = includeDeadLettered ? '' : ` and ${c.outcome} <> ?`;
-  return runStatement(
-    freshFork(ops.db.em),
-    `delete from ${name} where ${c.id} in (select ${c.id} from ${name}
+  return runStatement(freshFork(ops.db.em), {
+    sql: `delete from ${name} where ${c.id} in (select ${c.id} from ${name}
        where ${c.dispatchedAt} is not null and ${c.dispatchedAt} < ?${keep} order by ${c.dispatchedAt} limit ?${skipLocked(ops)})`,
-    includeDeadLettered ? [cutoff, limit] : [cutoff, DISPATCH_ROW_STATUSES.DEAD_LETTERED, limit],
-  );
+    params: includeDeadLettered ? [cutoff, limit] : [cutoff, DISPATCH_ROW_STATUSES.DEAD_LETTERED, limit],
+  });
 }
 
 /**
@@ -61,17 +60,16 @@ function deleteDispatched(ops: OperationsContext, table: DispatchTable, cutoff: 
  */
 function deleteCompletedSagas(ops: OperationsContext, saga: SagaTable, cutoff: Date, limit: number): Promise<number> {
   const s = saga.column;
-  const o = ops.db.tables.saga_outbox;
+  const o = ops.db.tables.outbox;
   const pendingOutbox = `select 1 from ${o.table} where ${o.column.sagaType} = ? and ${o.column.sagaId} = ${saga.table}.${s.id} and ${o.column.dispatchedAt} is null`;
   return inFreshTransaction(ops.db.em, async (em) => {
-    const rows = await queryRows<{ id: string }>(
-      em,
-      `${ROWS_WANTED}delete from ${saga.table} where ${s.id} in (select ${s.id} from ${saga.table}
+    const rows = await queryRows<{ id: string }>(em, {
+      sql: `${ROWS_WANTED}delete from ${saga.table} where ${s.id} in (select ${s.id} from ${saga.table}
          where ${s.completedAt} is not null and ${s.completedAt} < ? and not exists (${pendingOutbox})
          order by ${s.completedAt} limit ?${skipLocked(ops)})
        returning ${s.id} as "id"`,
-      [cutoff, saga.sagaType, limit],
-    );
+      params: [cutoff, saga.sagaType, limit],
+    });
     const ids = rows.map((row) => String(row.id));
     if (ids.length > 0) await deleteLeftovers(ops, em, saga.sagaType, ids);
     return ids.length;
@@ -80,13 +78,12 @@ function deleteCompletedSagas(ops: OperationsContext, saga: SagaTable, cutoff: D
 
 /** Deletes the timers, outbox rows and handled message ids of deleted sagas (inside the same transaction). */
 async function deleteLeftovers(ops: OperationsContext, em: EntityManager, sagaType: string, ids: readonly string[]): Promise<void> {
-  const tables = [ops.db.tables.saga_timer, ops.db.tables.saga_outbox, ops.handledMessages] as const;
-  for (const { table, column } of tables) {
-    const c = column as Record<'sagaType' | 'sagaId', string>;
-    await runStatement(em, `delete from ${table} where ${c.sagaType} = ? and ${c.sagaId} in (${placeholders(ids.length)})`, [
-      sagaType,
-      ...ids,
-    ]);
+  const { timer, outbox, handledMessage } = ops.db.tables;
+  for (const { table, column: c } of [timer, outbox, handledMessage]) {
+    await runStatement(em, {
+      sql: `delete from ${table} where ${c.sagaType} = ? and ${c.sagaId} in (${placeholders(ids.length)})`,
+      params: [sagaType, ...ids],
+    });
   }
 }
 

@@ -7,6 +7,7 @@ import { inFreshTransaction } from '../orm/index.js';
 import { fieldOf, SAGA_COLUMN_FIXES, storedDateProblem, storedValueInvalid, storedVersionProblem } from '../saga/stored-values.js';
 import { insertOutboxMessages } from '../sql/outbox-statements.js';
 import { queryRows, runStatement } from '../sql/sql-executor.js';
+import { deleteAllPendingTimers } from '../sql/timer-statements.js';
 import { checkedInput, checkReason, checkUuid, invalidInput } from './operation-input.js';
 import { OPERATOR_MESSAGE_TYPES, type SagaChange, type SagaChangeRequest } from './operation-types.js';
 import type { OperationsContext } from './operations-context.js';
@@ -41,36 +42,31 @@ export async function changeSaga(ops: OperationsContext, kind: ChangeKind, reque
     const now = ops.clock.now();
     const version = await readVersion(em, ops.db.dialect, saga, sagaId, completing, expected);
     const c = saga.column;
-    const updated = await runStatement(
-      em,
-      `update ${saga.table} set ${c.completedAt} = ?, ${c.updatedAt} = ?, ${c.version} = ${c.version} + 1 where ${c.id} = ? and ${c.version} = ?`,
-      [completing ? now : null, now, sagaId, version],
-    );
+    const updated = await runStatement(em, {
+      sql: `update ${saga.table} set ${c.completedAt} = ?, ${c.updatedAt} = ?, ${c.version} = ${c.version} + 1 where ${c.id} = ? and ${c.version} = ?`,
+      params: [completing ? now : null, now, sagaId, version],
+    });
     if (updated !== 1) throw versionConflict(saga, sagaId);
-    const t = ops.db.tables.saga_timer;
-    const timersCancelled = completing
-      ? await runStatement(
-          em,
-          `delete from ${t.table} where ${t.column.sagaType} = ? and ${t.column.sagaId} = ? and ${t.column.dispatchedAt} is null`,
-          [saga.sagaType, sagaId],
-        )
-      : 0;
+    const timersCancelled = completing ? await runStatement(em, deleteAllPendingTimers(ops.db, saga.sagaType, sagaId)) : 0;
     const type = completing ? OPERATOR_MESSAGE_TYPES.FORCE_COMPLETED : OPERATOR_MESSAGE_TYPES.REOPENED;
     const payload = { type, sagaType: saga.sagaType, sagaId, reason, version: version + 1, ...(completing ? { timersCancelled } : {}) };
     const auditMessageId = uuidV7();
-    await insertOutboxMessages(em, [
-      {
-        id: auditMessageId,
-        sagaType: saga.sagaType,
-        sagaId,
-        messageType: type,
-        payloadJson: JSON.stringify(payload),
-        headersJson: JSON.stringify({ 'saga-type': saga.sagaType, 'saga-id': sagaId, 'operator-action': kind }),
-        correlationId: null,
-        token: randomUUID(),
-        createdAt: now,
-      },
-    ]);
+    await runStatement(
+      em,
+      insertOutboxMessages(ops.db, [
+        {
+          id: auditMessageId,
+          sagaType: saga.sagaType,
+          sagaId,
+          messageType: type,
+          payloadJson: JSON.stringify(payload),
+          headersJson: JSON.stringify({ 'saga-type': saga.sagaType, 'saga-id': sagaId, 'operator-action': kind }),
+          correlationId: null,
+          token: randomUUID(),
+          createdAt: now,
+        },
+      ]),
+    );
     return { sagaType: saga.sagaType, sagaId, version: version + 1, timersCancelled, auditMessageId };
   });
 }
@@ -84,11 +80,10 @@ async function readVersion(
   expected: number | undefined,
 ): Promise<number> {
   const c = saga.column;
-  const rows = await queryRows<{ version: number | string; completedAt: unknown }>(
-    em,
-    `select ${c.version} as "version", ${c.completedAt} as "completedAt" from ${saga.table} where ${c.id} = ?`,
-    [sagaId],
-  );
+  const rows = await queryRows<{ version: number | string; completedAt: unknown }>(em, {
+    sql: `select ${c.version} as "version", ${c.completedAt} as "completedAt" from ${saga.table} where ${c.id} = ?`,
+    params: [sagaId],
+  });
   const row = rows[0];
   const details = { sagaType: saga.sagaType, sagaId };
   if (!row) {

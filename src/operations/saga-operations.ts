@@ -1,10 +1,8 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { SagaHandledMessage } from '../entities/saga-handled-message.js';
 import { SagaDefinitionError } from '../errors.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
 import { SagaRuntime } from '../saga/saga-runtime.js';
-import { tableNames } from '../sql/database-context.js';
-import { DISPATCH_TABLES } from '../sql/dispatch-statements.js';
+import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
 import type { Clock } from '../time/clock.js';
 import { cancelTimers, requeueRows, rescheduleTimers } from './dispatch-row-commands.js';
 import { listDispatchRows } from './dispatch-row-queries.js';
@@ -86,13 +84,11 @@ export class SagaOperations {
           });
     if (!(runtime instanceof SagaRuntime))
       throw new SagaDefinitionError('OPTION_INVALID', "SagaOperations: 'runtime' must be a SagaRuntime.");
-    const { em } = runtime.options;
     this.ops = {
       db: runtime.context,
       runtime,
       clock: runtime.options.clock,
-      sagas: sagaTablesOf(em, runtime.options.sagas),
-      handledMessages: tableNames(em, SagaHandledMessage),
+      sagas: sagaTablesOf(runtime.context, runtime.options.sagas),
     };
   }
 

@@ -119,11 +119,10 @@ export async function listSagas(ops: OperationsContext, query: SagaListQuery): P
   if (filters.types.length === 0) return { items: [], nextCursor: null };
   // One more than the page, to know whether a next page exists.
   const branches = typeRanks(filters.types).map(([saga, rank]) => sagaBranch(saga, filters, after, limit + 1, rank));
-  const rows = await queryRows<Record<string, unknown>>(
-    freshFork(ops.db.em),
-    `${branches.map((b) => b.sql).join(' union all ')} order by "createdAt" desc, "typeRank" desc, "id" desc limit ?`,
-    [...branches.flatMap((b) => b.params), limit + 1],
-  );
+  const rows = await queryRows<Record<string, unknown>>(freshFork(ops.db.em), {
+    sql: `${branches.map((b) => b.sql).join(' union all ')} order by "createdAt" desc, "typeRank" desc, "id" desc limit ?`,
+    params: [...branches.flatMap((b) => b.params), limit + 1],
+  });
   const items = rows.slice(0, limit).map((row) => summaryOf(ops, row));
   const last = items[items.length - 1];
   const nextCursor =
@@ -221,11 +220,10 @@ export async function countActiveSagas(ops: OperationsContext): Promise<ActiveSa
   const em = freshFork(ops.db.em);
   const counts: ActiveSagaCount[] = [];
   for (const saga of ops.sagas.values()) {
-    const rows = await queryRows<{ n: number | string }>(
-      em,
-      `select count(*) as "n" from ${saga.table} where ${saga.column.completedAt} is null`,
-      [],
-    );
+    const rows = await queryRows<{ n: number | string }>(em, {
+      sql: `select count(*) as "n" from ${saga.table} where ${saga.column.completedAt} is null`,
+      params: [],
+    });
     counts.push({ sagaType: saga.sagaType, active: Number(rows[0]?.n ?? 0) });
   }
   return counts;

@@ -1,10 +1,11 @@
-import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
+import type { EntityMetadata } from '@mikro-orm/core';
 import { SagaCorrelationError } from '../errors.js';
-import { columnOf, entityMetadata, tableOf } from '../orm/index.js';
+import { entityMetadata } from '../orm/index.js';
 import { type CorrelationCheck, correlationCheckFor } from '../saga/correlation-value.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
+import type { DatabaseContext } from '../sql/database-context.js';
 
-/** A registered saga's table as the operator statements name it: quoted names read from MikroORM's metadata. */
+/** A registered saga's table as the operator statements name it: the context's names, read from MikroORM's metadata. */
 export interface SagaTable {
   readonly sagaType: string;
   readonly definition: AnySagaDefinition;
@@ -43,25 +44,26 @@ export function checkCorrelationValue(saga: SagaTable, value: unknown, what: str
   }
 }
 
-/** Reads the table of each saga from MikroORM's metadata (the runtime checked each is registered). */
-export function sagaTablesOf(em: EntityManager, sagas: readonly AnySagaDefinition[]): Map<string, SagaTable> {
+/** The table of each saga, as the context names it (the runtime checked each saga's entity is registered). */
+export function sagaTablesOf(db: DatabaseContext, sagas: readonly AnySagaDefinition[]): Map<string, SagaTable> {
   const tables = new Map<string, SagaTable>();
   for (const definition of sagas) {
-    const meta = entityMetadata(em, definition.state)!;
-    const field = (property: string) => columnOf(em, meta, property);
+    const meta = entityMetadata(db.em, definition.state)!;
+    const { table, column } = db.tables.saga(meta);
+    const { stepProperty } = definition;
     tables.set(definition.name, {
       sagaType: definition.name,
       definition,
       meta,
-      table: tableOf(em, meta),
+      table,
       column: {
-        id: field('id'),
-        createdAt: field('createdAt'),
-        updatedAt: field('updatedAt'),
-        completedAt: field('completedAt'),
-        version: field('version'),
-        correlation: field(definition.correlationProperty),
-        step: definition.stepProperty === undefined ? null : field(definition.stepProperty),
+        id: column.id,
+        createdAt: column.createdAt,
+        updatedAt: column.updatedAt,
+        completedAt: column.completedAt,
+        version: column.version,
+        correlation: column[definition.correlationProperty]!,
+        step: stepProperty === undefined ? null : column[stepProperty]!,
       },
       checkCorrelation: correlationCheckFor(definition.name, meta.properties[definition.correlationProperty as never]!),
     });

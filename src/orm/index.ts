@@ -24,7 +24,6 @@ export {
 } from './driver-errors.js';
 export {
   allEntityMetadata,
-  columnOf,
   entityMetadata,
   indexExpression,
   isScalarProperty,
@@ -33,5 +32,5 @@ export {
   tableOf,
 } from './metadata.js';
 export { type ColumnValue, computeChangeSetsOnce, markWritten, plainRowUpdate, recordInsertedNulls } from './plain-update.js';
-export { executeSql, freshFork, inFreshTransaction, queryRows, runStatement } from './sql-execution.js';
-export { CommitNotSent, CommitRolledBack, type UnitTransaction, type UnitTransactions } from './unit-transaction.js';
+export { executeSql, freshFork, inFreshTransaction, queryRows } from './sql-execution.js';
+export { CommitNotSent, CommitRolledBack, type SqlStatement, type UnitTransaction, type UnitTransactions } from './unit-transaction.js';

@@ -18,11 +18,6 @@ export function queryRows<T>(em: EntityManager, sql: string, params: readonly un
   return executeSql<T[]>(em, sql, params, 'all');
 }
 
-/** Runs one INSERT, UPDATE or DELETE on `em` and returns the number of rows it affected (`affectedRows` on both majors). */
-export async function runStatement(em: EntityManager, sql: string, params: readonly unknown[]): Promise<number> {
-  return (await executeSql<{ affectedRows: number }>(em, sql, params, 'run')).affectedRows;
-}
-
 /** A fresh fork of `em` with an empty identity map, outside any transaction `em` may have open. */
 export function freshFork(em: EntityManager): EntityManager {
   return em.fork({ clear: true });

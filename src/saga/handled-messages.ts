@@ -1,8 +1,9 @@
-import type { EntityManager } from '@mikro-orm/core';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { type SagaError, SagaPersistenceError, SagaSchemaError, SagaValidationError } from '../errors.js';
 import { freshFork, isTableNotFound } from '../orm/index.js';
-import { deleteHandledMessagesBefore, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
+import type { DatabaseContext } from '../sql/database-context.js';
+import { deleteHandledMessagesBefore } from '../sql/handled-message-statements.js';
+import { runStatement } from '../sql/sql-executor.js';
 import { nameProblem } from './stored-text.js';
 
 /** Default of `messageIds.retentionMs`: how long a handled message id is remembered, ms (7 days). */
@@ -43,7 +44,7 @@ export function checkMessageId(value: unknown, sagaType: string, messageType: st
  * statement of its own, so a purge never holds long locks; safe to run from several processes at once.
  */
 export async function purgeHandledMessagesBefore(
-  em: EntityManager,
+  db: DatabaseContext,
   cutoff: Date,
   batchSize: number,
   maxBatches: number,
@@ -53,9 +54,9 @@ export async function purgeHandledMessagesBefore(
   while (batches < maxBatches) {
     let count: number;
     try {
-      count = await deleteHandledMessagesBefore(freshFork(em), cutoff, batchSize);
+      count = await runStatement(freshFork(db.em), deleteHandledMessagesBefore(db, cutoff, batchSize));
     } catch (error) {
-      throw purgeFailed(error, deleted);
+      throw purgeFailed(error, db.tables.handledMessage.name, deleted);
     }
     batches++;
     deleted += count;
@@ -65,21 +66,21 @@ export async function purgeHandledMessagesBefore(
 }
 
 /** A typed error for a failed purge batch: names the table and the exception class, never SQL or values. */
-function purgeFailed(error: unknown, deletedBefore: number): SagaError {
+function purgeFailed(error: unknown, table: string, deletedBefore: number): SagaError {
   const name = error instanceof Error ? error.constructor.name : typeof error;
   const sofar = `${deletedBefore} record(s) were deleted by earlier batches; the failed batch deleted nothing`;
   if (isTableNotFound(error)) {
     return new SagaSchemaError(
       'SCHEMA_INVALID',
-      `Purging expired message ids failed: table ${HANDLED_MESSAGE_TABLE} does not exist (${sofar}). Run the library's migrations (SAGA_MIGRATIONS from 'mikro-orm-saga/migrations', or your own generated from SAGA_ENTITIES; docs/migrations.md).`,
-      { table: HANDLED_MESSAGE_TABLE, operation: 'delete' },
+      `Purging expired message ids failed: table ${table} does not exist (${sofar}). Run the library's migrations (SAGA_MIGRATIONS from 'mikro-orm-saga/migrations', or your own generated from SAGA_ENTITIES; docs/migrations.md).`,
+      { table, operation: 'delete' },
       { cause: error },
     );
   }
   return new SagaPersistenceError(
     'PERSISTENCE_FAILED',
-    `Purging expired message ids failed (delete on ${HANDLED_MESSAGE_TABLE}: ${name}); ${sofar}. Run the purge again once the database answers; the driver's error is the \`cause\`.`,
-    { table: HANDLED_MESSAGE_TABLE, operation: 'delete', deleted: deletedBefore },
+    `Purging expired message ids failed (delete on ${table}: ${name}); ${sofar}. Run the purge again once the database answers; the driver's error is the \`cause\`.`,
+    { table, operation: 'delete', deleted: deletedBefore },
     { cause: error },
   );
 }

@@ -70,7 +70,7 @@ export class SagaRuntime {
     this.dialect = this.context.dialect;
     this.options = resolveRuntimeOptions(options, this.dialect.groupsAtOnce);
     const writer = new UnitWriter(this.context, this.options.groupCommit);
-    this.unitOfWork = { options: this.options, dialect: this.dialect, metrics: this.metrics, writer };
+    this.unitOfWork = { options: this.options, db: this.context, dialect: this.dialect, metrics: this.metrics, writer };
     this.sagas = registerSagas(this.options);
   }
 
@@ -216,7 +216,7 @@ export class SagaRuntime {
       );
     }
     const cutoff = new Date(this.options.clock.now().getTime() - this.options.messageIds.retentionMs);
-    return purgeHandledMessagesBefore(this.options.em, cutoff, batchSize, maxBatches);
+    return purgeHandledMessagesBefore(this.context, cutoff, batchSize, maxBatches);
   }
 
   /**

@@ -33,17 +33,15 @@ type CatalogReader = (em: EntityManager, tables: readonly string[]) => Promise<M
 
 /** PostgreSQL: one information_schema query for the columns and one pg_indexes query, over every table at once. */
 const readPostgresql: CatalogReader = async (em, tables) => {
-  const columns = await queryRows<{ table_name: string; column_name: string; data_type: string; is_nullable: string }>(
-    em,
-    `select table_name, column_name, data_type, is_nullable from information_schema.columns
+  const columns = await queryRows<{ table_name: string; column_name: string; data_type: string; is_nullable: string }>(em, {
+    sql: `select table_name, column_name, data_type, is_nullable from information_schema.columns
      where table_schema = current_schema() and table_name in (${placeholders(tables.length)})`,
-    [...tables],
-  );
-  const indexes = await queryRows<{ tablename: string; indexname: string; indexdef: string }>(
-    em,
-    `select tablename, indexname, indexdef from pg_indexes where schemaname = current_schema() and tablename in (${placeholders(tables.length)})`,
-    [...tables],
-  );
+    params: [...tables],
+  });
+  const indexes = await queryRows<{ tablename: string; indexname: string; indexdef: string }>(em, {
+    sql: `select tablename, indexname, indexdef from pg_indexes where schemaname = current_schema() and tablename in (${placeholders(tables.length)})`,
+    params: [...tables],
+  });
   return assemble(
     columns.map((c) => ({ table: c.table_name, name: c.column_name, type: c.data_type, nullable: c.is_nullable === 'YES' })),
     indexes.map((i) => ({ table: i.tablename, name: i.indexname, sql: i.indexdef })),
@@ -64,18 +62,16 @@ const readSqlite: CatalogReader = async (em, tables) => {
   }
   const columns: { table: string; name: string; type: string; nullable: boolean }[] = [];
   for (const table of tables) {
-    const rows = await queryRows<{ name: string; type: string; notnull: number; pk: number }>(
-      em,
-      'select name, type, "notnull", pk from pragma_table_info(?)',
-      [table],
-    );
+    const rows = await queryRows<{ name: string; type: string; notnull: number; pk: number }>(em, {
+      sql: 'select name, type, "notnull", pk from pragma_table_info(?)',
+      params: [table],
+    });
     columns.push(...rows.map((r) => ({ table, name: r.name, type: r.type, nullable: Number(r.notnull) === 0 && Number(r.pk) === 0 })));
   }
-  const indexes = await queryRows<{ tbl_name: string; name: string; sql: string | null }>(
-    em,
-    `select tbl_name, name, sql from sqlite_master where type = 'index' and tbl_name in (${placeholders(tables.length)})`,
-    [...tables],
-  );
+  const indexes = await queryRows<{ tbl_name: string; name: string; sql: string | null }>(em, {
+    sql: `select tbl_name, name, sql from sqlite_master where type = 'index' and tbl_name in (${placeholders(tables.length)})`,
+    params: [...tables],
+  });
   return assemble(
     columns,
     indexes.map((i) => ({ table: i.tbl_name, name: i.name, sql: i.sql ?? '' })),
@@ -108,12 +104,11 @@ type SettingsReader = (em: EntityManager, tables: readonly string[]) => Promise<
 
 /** PostgreSQL: `pg_class.reloptions` (`{autovacuum_vacuum_threshold=1000,...}`) of each table, one query. */
 const readPostgresqlSettings: SettingsReader = async (em, tables) => {
-  const rows = await queryRows<{ relname: string; reloptions: string[] | null }>(
-    em,
-    `select c.relname, c.reloptions from pg_class c join pg_namespace n on n.oid = c.relnamespace
+  const rows = await queryRows<{ relname: string; reloptions: string[] | null }>(em, {
+    sql: `select c.relname, c.reloptions from pg_class c join pg_namespace n on n.oid = c.relnamespace
      where n.nspname = current_schema() and c.relkind in ('r', 'p') and c.relname in (${placeholders(tables.length)})`,
-    [...tables],
-  );
+    params: [...tables],
+  });
   const settings: TableSettings = new Map();
   for (const row of rows) {
     const pairs = (row.reloptions ?? []).map((option): [string, string] => {

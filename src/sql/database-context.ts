@@ -1,29 +1,57 @@
-import type { EntityManager } from '@mikro-orm/core';
+import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
+import { SagaHandledMessage } from '../entities/saga-handled-message.js';
 import { SagaOutbox } from '../entities/saga-outbox.js';
+import type { SagaState } from '../entities/saga-state.js';
 import { SagaTimer } from '../entities/saga-timer.js';
 import { SagaDefinitionError } from '../errors.js';
 import { createUnitTransactions, entityMetadata, freshFork, quoteName, tableOf, type UnitTransactions } from '../orm/index.js';
 
-/** A library table as the hand-written statements name it: quoted, read from MikroORM's metadata. */
+/** A table as the library's statements name it: read from MikroORM's metadata, quoted for the platform. */
 export interface TableNames<TProperty extends string> {
+  /** The table's name as the metadata has it, unquoted: for error messages and error details, never for SQL. */
+  readonly name: string;
   /** The quoted (and schema-qualified) table name. */
   readonly table: string;
   /** The quoted column name of each property. */
   readonly column: Readonly<Record<TProperty, string>>;
+  /** The column name of each property as the metadata has it, unquoted: for error messages, never for SQL. */
+  readonly field: Readonly<Record<TProperty, string>>;
 }
 
-/** The properties of `saga_timer`. */
+/** The properties of `SagaTimer`. */
 export type TimerProperty = keyof SagaTimer & string;
-/** The properties of `saga_outbox`. */
+/** The properties of `SagaOutbox`. */
 export type OutboxProperty = keyof SagaOutbox & string;
+/** The properties of `SagaHandledMessage`. */
+export type HandledMessageProperty = keyof SagaHandledMessage & string;
 
 /**
- * What every hand-written statement needs, built once per runtime and handed to the runtime, the dispatcher
- * and the statements (as graphile-worker hands its compiled options to every query): the EntityManager, the
- * database's capabilities, how units of work hold their transactions on the installed MikroORM major, and the
- * library tables' names as MikroORM's metadata has them, so a naming
- * strategy or a schema option reaches every statement. Internal: not part of the public API.
+ * A saga's own table: the columns of `SagaState` and of every other property of the saga's entity (its
+ * correlation and step properties among them), and the column of its primary key.
+ */
+export interface SagaTableNames extends TableNames<keyof SagaState & string> {
+  readonly column: Readonly<Record<keyof SagaState & string, string>> & Readonly<Record<string, string | undefined>>;
+  readonly field: Readonly<Record<keyof SagaState & string, string>> & Readonly<Record<string, string | undefined>>;
+  /** The quoted column of the primary key. */
+  readonly primaryKey: string;
+}
+
+/** Every table the library writes, named as MikroORM's metadata has them. */
+export interface LibraryTables {
+  readonly timer: TableNames<TimerProperty>;
+  readonly outbox: TableNames<OutboxProperty>;
+  readonly handledMessage: TableNames<HandledMessageProperty>;
+  /** The table of a saga's state entity (`meta`: its metadata), read once and kept. */
+  saga(meta: EntityMetadata): SagaTableNames;
+}
+
+/**
+ * What every statement needs, built once per runtime and handed to the runtime, the dispatcher, the operations
+ * and every statement function (as graphile-worker hands its compiled options to every query): the
+ * EntityManager, the database's capabilities, how units of work hold their transactions on the installed
+ * MikroORM major, and every table and column name as MikroORM's metadata has it, so the statements never type
+ * one. Internal: not part of the public API.
  */
 export interface DatabaseContext {
   /** The application's EntityManager; units of work run in forks of it. */
@@ -36,16 +64,13 @@ export interface DatabaseContext {
   readonly dialect: DialectAdapter;
   /** How units of work hold their transactions on the installed MikroORM major, chosen once here. */
   readonly transactions: UnitTransactions;
-  readonly tables: {
-    readonly saga_timer: TableNames<TimerProperty>;
-    readonly saga_outbox: TableNames<OutboxProperty>;
-  };
+  readonly tables: LibraryTables;
 }
 
 /**
  * Reads the dialect and the library tables' names from `em`.
  * @throws SagaError `DIALECT_UNSUPPORTED` for a database other than PostgreSQL and SQLite.
- * @throws SagaDefinitionError `DEFINITION_INVALID` when `SagaTimer` or `SagaOutbox` is not registered in MikroORM.
+ * @throws SagaDefinitionError `DEFINITION_INVALID` when one of the library's entities is not registered in MikroORM.
  */
 export function createDatabaseContext(em: EntityManager): DatabaseContext {
   return {
@@ -54,14 +79,16 @@ export function createDatabaseContext(em: EntityManager): DatabaseContext {
     dialect: dialectOf(em),
     transactions: createUnitTransactions(),
     tables: {
-      saga_timer: tableNames<TimerProperty>(em, SagaTimer),
-      saga_outbox: tableNames<OutboxProperty>(em, SagaOutbox),
+      timer: libraryTable(em, SagaTimer),
+      outbox: libraryTable(em, SagaOutbox),
+      handledMessage: libraryTable(em, SagaHandledMessage),
+      saga: sagaTables(em),
     },
   };
 }
 
-/** The quoted table and column names of one registered entity, read from MikroORM's metadata. */
-export function tableNames<TProperty extends string>(em: EntityManager, entity: { name: string }): TableNames<TProperty> {
+/** The names of one of the library's own entities, read from its metadata. */
+function libraryTable<TProperty extends string>(em: EntityManager, entity: { name: string }): TableNames<TProperty> {
   const meta = entityMetadata(em, entity);
   if (!meta) {
     throw new SagaDefinitionError(
@@ -69,13 +96,37 @@ export function tableNames<TProperty extends string>(em: EntityManager, entity: 
       `Entity ${entity.name} is not registered in MikroORM: add SAGA_ENTITIES from mikro-orm-saga to the 'entities' of your ORM config.`,
     );
   }
+  return tableNames<TProperty>(em, meta);
+}
+
+/** Reads each saga table's names the first time a statement asks: MikroORM's metadata does not change once initialised. */
+function sagaTables(em: EntityManager): (meta: EntityMetadata) => SagaTableNames {
+  const read = new Map<EntityMetadata, SagaTableNames>();
+  return (meta) => {
+    let names = read.get(meta);
+    if (!names) {
+      const table = tableNames<string>(em, meta) as Omit<SagaTableNames, 'primaryKey'>;
+      names = { ...table, primaryKey: table.column[meta.primaryKeys[0]!]! };
+      read.set(meta, names);
+    }
+    return names;
+  };
+}
+
+/** The table and column names of `meta`, quoted for `em`'s platform. */
+function tableNames<TProperty extends string>(em: EntityManager, meta: EntityMetadata): TableNames<TProperty> {
   const column: Record<string, string> = {};
+  const field: Record<string, string> = {};
   for (const property of Object.values(meta.properties)) {
-    const field = property.fieldNames?.[0];
-    if (field) column[property.name] = quoteName(em, field);
+    const name = property.fieldNames?.[0];
+    if (!name) continue;
+    field[property.name] = name;
+    column[property.name] = quoteName(em, name);
   }
   return {
+    name: meta.tableName,
     table: tableOf(em, meta),
     column: column as Record<TProperty, string>,
+    field: field as Record<TProperty, string>,
   };
 }

@@ -1,8 +1,6 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { queryRows, runStatement } from './sql-executor.js';
-
-/** The table of handled message ids. */
-export const HANDLED_MESSAGE_TABLE = 'saga_handled_message';
+import type { DatabaseContext } from './database-context.js';
+import { queryRows, type SqlStatement } from './sql-executor.js';
 
 /** A message id recorded by a unit of work. */
 export interface HandledMessageWrite {
@@ -20,16 +18,17 @@ export interface HandledMessageWrite {
  * (or its record was purged).
  */
 export async function findHandledMessage(
+  db: DatabaseContext,
   em: EntityManager,
   sagaType: string,
   sagaId: string,
   messageId: string,
 ): Promise<{ readonly version: number } | undefined> {
-  const rows = await queryRows<{ version: number | string }>(
-    em,
-    `select "version" from "saga_handled_message" where "saga_type" = ? and "saga_id" = ? and "message_id" = ?`,
-    [sagaType, sagaId, messageId],
-  );
+  const { table, column: c } = db.tables.handledMessage;
+  const rows = await queryRows<{ version: number | string }>(em, {
+    sql: `select ${c.version} as "version" from ${table} where ${c.sagaType} = ? and ${c.sagaId} = ? and ${c.messageId} = ?`,
+    params: [sagaType, sagaId, messageId],
+  });
   return rows[0] && { version: Number(rows[0].version) };
 }
 
@@ -37,23 +36,23 @@ export async function findHandledMessage(
  * Records a handled message id inside the unit of work's transaction. Two units of work handling the same id
  * for the same instance collide on `saga_handled_message_uniq`; the loser re-reads and finds the record.
  */
-export function insertHandledMessage(em: EntityManager, row: HandledMessageWrite): Promise<number> {
-  return runStatement(
-    em,
-    `insert into "saga_handled_message" ("id", "saga_type", "saga_id", "message_id", "version", "processed_at") values (?, ?, ?, ?, ?, ?)`,
-    [row.id, row.sagaType, row.sagaId, row.messageId, row.version, row.processedAt],
-  );
+export function insertHandledMessage(db: DatabaseContext, row: HandledMessageWrite): SqlStatement {
+  const { table, column: c } = db.tables.handledMessage;
+  return {
+    sql: `insert into ${table} (${c.id}, ${c.sagaType}, ${c.sagaId}, ${c.messageId}, ${c.version}, ${c.processedAt}) values (?, ?, ?, ?, ?, ?)`,
+    params: [row.id, row.sagaType, row.sagaId, row.messageId, row.version, row.processedAt],
+  };
 }
 
 /**
- * Deletes up to `limit` records processed before `cutoff`, oldest first, in one short statement.
- * @returns the number of records deleted; fewer than `limit` means none older than `cutoff` remain.
+ * Deletes up to `limit` records processed before `cutoff`, oldest first, in one short statement. Fewer rows
+ * deleted than `limit` means none older than `cutoff` remain.
  */
-export function deleteHandledMessagesBefore(em: EntityManager, cutoff: Date, limit: number): Promise<number> {
-  return runStatement(
-    em,
-    `delete from "saga_handled_message" where "id" in
-       (select "id" from "saga_handled_message" where "processed_at" < ? order by "processed_at" limit ?)`,
-    [cutoff, limit],
-  );
+export function deleteHandledMessagesBefore(db: DatabaseContext, cutoff: Date, limit: number): SqlStatement {
+  const { table, column: c } = db.tables.handledMessage;
+  return {
+    sql: `delete from ${table} where ${c.id} in
+       (select ${c.id} from ${table} where ${c.processedAt} < ? order by ${c.processedAt} limit ?)`,
+    params: [cutoff, limit],
+  };
 }

@@ -1,5 +1,5 @@
-import type { EntityManager } from '@mikro-orm/core';
-import { placeholders, runStatement } from './sql-executor.js';
+import type { DatabaseContext } from './database-context.js';
+import { placeholders, type SqlStatement } from './sql-executor.js';
 
 /** The columns of an outbox row written by a unit of work. */
 export interface OutboxWrite {
@@ -15,14 +15,26 @@ export interface OutboxWrite {
 }
 
 /** Inserts outbox rows in one statement, available for relay at once. */
-export function insertOutboxMessages(em: EntityManager, messages: readonly OutboxWrite[]): Promise<number> {
+export function insertOutboxMessages(db: DatabaseContext, messages: readonly OutboxWrite[]): SqlStatement {
+  const { table, column: c } = db.tables.outbox;
   const row = `(${placeholders(9)}, 0, ?)`;
-  return runStatement(
-    em,
-    `insert into "saga_outbox" ("id", "saga_type", "saga_id", "message_type", "payload", "headers", "correlation_id",
-       "available_at", "token", "attempts", "created_at")
+  const columns = [
+    c.id,
+    c.sagaType,
+    c.sagaId,
+    c.messageType,
+    c.payload,
+    c.headers,
+    c.correlationId,
+    c.availableAt,
+    c.token,
+    c.attempts,
+    c.createdAt,
+  ];
+  return {
+    sql: `insert into ${table} (${columns.join(', ')})
      values ${messages.map(() => row).join(', ')}`,
-    messages.flatMap((m) => [
+    params: messages.flatMap((m) => [
       m.id,
       m.sagaType,
       m.sagaId,
@@ -34,5 +46,5 @@ export function insertOutboxMessages(em: EntityManager, messages: readonly Outbo
       m.token,
       m.createdAt,
     ]),
-  );
+  };
 }

@@ -1,7 +1,10 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { type DialectAdapter, postgresPendingById } from '../dialect/dialect-adapter.js';
 import type { TimerOutcome } from '../entities/dispatch-states.js';
-import { placeholders, queryRows, runStatement } from './sql-executor.js';
+import type { DatabaseContext } from './database-context.js';
+import { placeholders, queryRows, type SqlStatement } from './sql-executor.js';
+
+// The statements a unit of work runs on its saga's timers, built from the context's names of `saga_timer`; the
+// caller runs each (`runStatement`, `queryRows`) in its transaction.
 
 /** The columns of a timer written by a unit of work. */
 export interface TimerWrite {
@@ -23,15 +26,15 @@ export interface TimerWrite {
  * Replaces the pending timer of that name in place: new due time, message and token, attempts and lease
  * reset. A dispatcher holding the old token can no longer fire it. Replacing in place (rather than
  * delete + insert) keeps the filtered unique index satisfied inside one transaction.
- * @returns 1 when a pending timer was replaced, 0 when there was none.
+ * Changes 1 row when a pending timer was replaced, 0 when there was none.
  */
-export function replacePendingTimer(em: EntityManager, timer: TimerWrite): Promise<number> {
-  return runStatement(
-    em,
-    `update "saga_timer" set "step" = ?, "due_at" = ?, "available_at" = ?, "message_type" = ?, "payload" = ?,
-       "calendar_key" = ?, "correlation_id" = ?, "token" = ?, "locked_until" = null, "attempts" = 0, "last_error" = null
-     where "saga_type" = ? and "saga_id" = ? and "name" = ? and "dispatched_at" is null`,
-    [
+export function replacePendingTimer(db: DatabaseContext, timer: TimerWrite): SqlStatement {
+  const { table, column: c } = db.tables.timer;
+  return {
+    sql: `update ${table} set ${c.step} = ?, ${c.dueAt} = ?, ${c.availableAt} = ?, ${c.messageType} = ?, ${c.payload} = ?,
+       ${c.calendarKey} = ?, ${c.correlationId} = ?, ${c.token} = ?, ${c.lockedUntil} = null, ${c.attempts} = 0, ${c.lastError} = null
+     where ${c.sagaType} = ? and ${c.sagaId} = ? and ${c.name} = ? and ${c.dispatchedAt} is null`,
+    params: [
       timer.step,
       timer.dueAt,
       timer.dueAt,
@@ -44,21 +47,36 @@ export function replacePendingTimer(em: EntityManager, timer: TimerWrite): Promi
       timer.sagaId,
       timer.name,
     ],
-  );
+  };
 }
 
 /**
  * Inserts new pending timers in one statement. Two units of work inserting the same pending name collide
  * on `saga_timer_pending_name_uniq` instead of both succeeding.
  */
-export function insertTimers(em: EntityManager, timers: readonly TimerWrite[]): Promise<number> {
+export function insertTimers(db: DatabaseContext, timers: readonly TimerWrite[]): SqlStatement {
+  const { table, column: c } = db.tables.timer;
   const row = `(${placeholders(12)}, 0, ?)`;
-  return runStatement(
-    em,
-    `insert into "saga_timer" ("id", "saga_type", "saga_id", "name", "step", "due_at", "available_at", "message_type",
-       "payload", "calendar_key", "correlation_id", "token", "attempts", "created_at")
+  const columns = [
+    c.id,
+    c.sagaType,
+    c.sagaId,
+    c.name,
+    c.step,
+    c.dueAt,
+    c.availableAt,
+    c.messageType,
+    c.payload,
+    c.calendarKey,
+    c.correlationId,
+    c.token,
+    c.attempts,
+    c.createdAt,
+  ];
+  return {
+    sql: `insert into ${table} (${columns.join(', ')})
      values ${timers.map(() => row).join(', ')}`,
-    timers.flatMap((t) => [
+    params: timers.flatMap((t) => [
       t.id,
       t.sagaType,
       t.sagaId,
@@ -73,16 +91,22 @@ export function insertTimers(em: EntityManager, timers: readonly TimerWrite[]): 
       t.token,
       t.createdAt,
     ]),
-  );
+  };
+}
+
+/** `where` of one saga instance's pending timers, with `and <condition>` when given; its parameters go first. */
+function pendingOf(db: DatabaseContext, condition = ''): string {
+  const c = db.tables.timer.column;
+  return `where ${c.sagaType} = ? and ${c.sagaId} = ? and ${c.dispatchedAt} is null${condition ? ` and ${condition}` : ''}`;
 }
 
 /** Deletes the named pending timers of one saga instance. */
-export function deletePendingTimers(em: EntityManager, sagaType: string, sagaId: string, names: readonly string[]): Promise<number> {
-  return runStatement(
-    em,
-    `delete from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null and "name" in (${placeholders(names.length)})`,
-    [sagaType, sagaId, ...names],
-  );
+export function deletePendingTimers(db: DatabaseContext, sagaType: string, sagaId: string, names: readonly string[]): SqlStatement {
+  const { table, column: c } = db.tables.timer;
+  return {
+    sql: `delete from ${table} ${pendingOf(db, `${c.name} in (${placeholders(names.length)})`)}`,
+    params: [sagaType, sagaId, ...names],
+  };
 }
 
 /**
@@ -90,49 +114,24 @@ export function deletePendingTimers(em: EntityManager, sagaType: string, sagaId:
  * of work that then writes several of them (stamps the one it delivers, deletes or replaces others) takes
  * their locks in the order the dispatcher's multi-row statements do (saga, then id: lease renewal, start
  * marks), instead of one by one in the order of its plan. Without it, a renewal holding one of the rows and
- * waiting for the other could deadlock with the unit (40P01).
- * @returns how many rows it locked.
+ * waiting for the other could deadlock with the unit (40P01). Returns the ids it locked.
  */
-export async function lockPendingTimers(em: EntityManager, sagaType: string, sagaId: string): Promise<number> {
-  const rows = await queryRows<{ id: string }>(
-    em,
-    `select "id" from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null order by "id" for update`,
-    [sagaType, sagaId],
-  );
-  return rows.length;
+export function lockPendingTimers(db: DatabaseContext, sagaType: string, sagaId: string): SqlStatement {
+  const { table, column: c } = db.tables.timer;
+  return { sql: `select ${c.id} from ${table} ${pendingOf(db)} order by ${c.id} for update`, params: [sagaType, sagaId] };
 }
 
 /** Deletes every pending timer of one saga instance. */
-export function deleteAllPendingTimers(em: EntityManager, sagaType: string, sagaId: string): Promise<number> {
-  return runStatement(em, `delete from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null`, [
-    sagaType,
-    sagaId,
-  ]);
+export function deleteAllPendingTimers(db: DatabaseContext, sagaType: string, sagaId: string): SqlStatement {
+  return { sql: `delete from ${db.tables.timer.table} ${pendingOf(db)}`, params: [sagaType, sagaId] };
 }
 
 /** Deletes the pending step-scoped timers of one saga instance that belong to a step other than `step`. */
-export function deletePendingTimersOfOtherSteps(em: EntityManager, sagaType: string, sagaId: string, step: string | null): Promise<number> {
+export function deletePendingTimersOfOtherSteps(db: DatabaseContext, sagaType: string, sagaId: string, step: string | null): SqlStatement {
+  const { table, column: c } = db.tables.timer;
   return step === null
-    ? runStatement(
-        em,
-        `delete from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null and "step" is not null`,
-        [sagaType, sagaId],
-      )
-    : runStatement(
-        em,
-        `delete from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null and "step" is not null and "step" <> ?`,
-        [sagaType, sagaId, step],
-      );
-}
-
-/**
- * Takes a claimed timer out of the pending set with `outcome`, only while it is still pending under the
- * token the dispatcher claimed it with. Runs in the same transaction as the state change the timer causes.
- * @returns 1 when stamped; 0 when the timer was cancelled, replaced or fired in the meantime (stale).
- */
-export function stampTimer(em: EntityManager, stamp: TimerStamp): Promise<number> {
-  const { sql, params } = stampTimerStatement(stamp);
-  return runStatement(em, sql, params);
+    ? { sql: `delete from ${table} ${pendingOf(db, `${c.step} is not null`)}`, params: [sagaType, sagaId] }
+    : { sql: `delete from ${table} ${pendingOf(db, `${c.step} is not null and ${c.step} <> ?`)}`, params: [sagaType, sagaId, step] };
 }
 
 /** A claimed timer's stamp: its id, the token it was claimed with, the outcome and when. */
@@ -143,36 +142,44 @@ export interface TimerStamp {
   readonly at: Date;
 }
 
-/** "Still pending" for a PostgreSQL-only statement that finds its timer by id (see {@link DialectAdapter.pendingById}). */
-export const PENDING_BY_ID = postgresPendingById('"dispatched_at"');
+/** How {@link stampTimer} finds its timer besides id and token. */
+export interface StampWhere {
+  /** SQL without parameters added to the WHERE. */
+  readonly condition?: string;
+  /**
+   * Says "still pending" as a statement that finds its rows by id does (`DialectAdapter.pendingById`),
+   * instead of `dispatched_at is null`.
+   */
+  readonly pendingById?: boolean;
+}
 
 /**
- * The UPDATE of {@link stampTimer}, with `condition` (SQL without parameters) added to its WHERE when given.
- * `pending` is how the WHERE says the timer is still pending (default `"dispatched_at" is null`).
+ * Takes a claimed timer out of the pending set with `outcome`, only while it is still pending under the
+ * token the dispatcher claimed it with. Runs in the same transaction as the state change the timer causes.
+ * Changes 1 row when stamped; 0 when the timer was cancelled, replaced or fired in the meantime (stale).
  */
-export function stampTimerStatement(
-  stamp: TimerStamp,
-  condition?: string,
-  pending = '"dispatched_at" is null',
-): { readonly sql: string; readonly params: unknown[] } {
+export function stampTimer(db: DatabaseContext, stamp: TimerStamp, where: StampWhere = {}): SqlStatement {
+  const { table, column: c } = db.tables.timer;
+  const pending = where.pendingById ? db.dialect.pendingById(c.dispatchedAt) : `${c.dispatchedAt} is null`;
   return {
-    sql: `update "saga_timer" set "dispatched_at" = ?, "outcome" = ?, "locked_until" = null
-     where "id" = ? and "token" = ? and ${pending}${condition ? ` and ${condition}` : ''}`,
+    sql: `update ${table} set ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.lockedUntil} = null
+     where ${c.id} = ? and ${c.token} = ? and ${pending}${where.condition ? ` and ${where.condition}` : ''}`,
     params: [stamp.at, stamp.outcome, stamp.id, stamp.token],
   };
 }
 
 /** How many of the named timers of one saga instance are pending now (to tell a race from a duplicate in one plan). */
 export async function countPendingTimersNamed(
+  db: DatabaseContext,
   em: EntityManager,
   sagaType: string,
   sagaId: string,
   names: readonly string[],
 ): Promise<number> {
-  const rows = await queryRows<{ n: number | string }>(
-    em,
-    `select count(*) as "n" from "saga_timer" where "saga_type" = ? and "saga_id" = ? and "dispatched_at" is null and "name" in (${placeholders(names.length)})`,
-    [sagaType, sagaId, ...names],
-  );
+  const { table, column: c } = db.tables.timer;
+  const rows = await queryRows<{ n: number | string }>(em, {
+    sql: `select count(*) as "n" from ${table} ${pendingOf(db, `${c.name} in (${placeholders(names.length)})`)}`,
+    params: [sagaType, sagaId, ...names],
+  });
   return Number(rows[0]?.n ?? 0);
 }

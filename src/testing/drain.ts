@@ -1,6 +1,7 @@
 import type { DispatchPassResult } from '../contracts.js';
 import type { SagaDispatcher } from '../dispatcher/saga-dispatcher.js';
-import { countDueRows, DISPATCH_TABLES } from '../sql/dispatch-statements.js';
+import { countDueRows } from '../sql/claim-statements.js';
+import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
 import type { Duration } from '../time/duration.js';
 import type { FakeClock } from './fake-clock.js';
 

@@ -2,7 +2,7 @@
 // start marks and published stamps); each row still learns whether its own claim held.
 import { describe, expect, it } from 'vitest';
 import { CoalescedWrite } from '../../src/dispatcher/coalesced-write.js';
-import type { Claim } from '../../src/sql/dispatch-statements.js';
+import type { Claim } from '../../src/sql/dispatch-tables.js';
 import { deferred } from '../support/suite.js';
 
 const claim = (id: string): Claim => ({ id, token: `token-${id}` });

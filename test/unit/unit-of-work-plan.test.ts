@@ -4,13 +4,21 @@ import { describe, expect, it } from 'vitest';
 import type { SagaState } from '../../src/entities/saga-state.js';
 import { RecordingStepContext } from '../../src/saga/step-context.js';
 import type { LoadedInstance } from '../../src/saga/unit-of-work/load-instance.js';
+import { statementsOf } from '../../src/saga/unit-of-work/plan-statements.js';
 import { type PlanInput, planTimerRetirement, planWrites } from '../../src/saga/unit-of-work/plan-writes.js';
 import type { StepRun } from '../../src/saga/unit-of-work/run-step.js';
-import { statementsOf } from '../../src/saga/unit-of-work/write-plan.js';
+import type { DatabaseContext } from '../../src/sql/database-context.js';
 import { truncate } from '../../src/text/truncate.js';
 
 const now = new Date('2026-01-01T00:00:00Z');
 const meta = { tableName: 'order_saga' } as EntityMetadata;
+
+/** The part of a database context the statement order reads: the tables' names and one capability (nothing runs). */
+function contextOf(updatesInWith = false): DatabaseContext {
+  const names = (name: string) => ({ name, table: `"${name}"`, column: {} });
+  const tables = { timer: names('saga_timer'), outbox: names('saga_outbox'), handledMessage: names('saga_handled_message') };
+  return { dialect: { updatesInWith }, tables: { ...tables, saga: () => names(meta.tableName) } } as unknown as DatabaseContext;
+}
 
 function input(overrides: { isNew?: boolean; changed?: boolean; step?: string; completed?: boolean; completedBefore?: boolean } = {}) {
   const ctx = new RecordingStepContext(
@@ -110,7 +118,7 @@ describe('statementsOf', () => {
     ctx.send({ type: 'Out' });
     const timer = { id: 't1', token: 'k', sagaType: 'order', sagaId: 'saga-1', name: 'x' } as never;
     const plan = planWrites({ ...planInput, timer, messageId: 'm-1' })!;
-    const order = statementsOf(plan, { state: undefined, meta }).map((s) => `${s.operation} ${s.table}`);
+    const order = statementsOf(contextOf(), plan, { state: undefined, meta }).map((s) => `${s.operation} ${s.table}`);
     expect(order).toEqual([
       'update order_saga',
       // several existing timer rows written: all pending ones locked first, in id order (PostgreSQL only)
@@ -127,8 +135,8 @@ describe('statementsOf', () => {
 
   it("where WITH queries can be UPDATEs, the saga row and the delivered timer's stamp are one statement, unless timer rows are locked between", () => {
     const timer = { id: 't1', token: 'k', sagaType: 'order', sagaId: 'saga-1', name: 'x' } as never;
-    const names = (plan: Parameters<typeof statementsOf>[0], updatesInWith: boolean) =>
-      statementsOf(plan, { state: undefined, meta }, updatesInWith).map(
+    const names = (plan: Parameters<typeof statementsOf>[1], updatesInWith: boolean) =>
+      statementsOf(contextOf(updatesInWith), plan, { state: undefined, meta }).map(
         (s) => `${s.operation} ${s.table}${s.alsoTable ? ` + ${s.alsoTable}` : ''}`,
       );
     const changed = input({ changed: true });
@@ -151,7 +159,9 @@ describe('statementsOf', () => {
 
   it('a retired timer is one token-checked stamp and nothing else', () => {
     const timer = { id: 't1', token: 'k', sagaType: 'order', sagaId: 'saga-1', name: 'x' } as never;
-    const order = statementsOf(planTimerRetirement(timer, 'Tick', now), { state: undefined, meta }).map((s) => `${s.operation} ${s.table}`);
+    const order = statementsOf(contextOf(), planTimerRetirement(timer, 'Tick', now), { state: undefined, meta }).map(
+      (s) => `${s.operation} ${s.table}`,
+    );
     expect(order).toEqual(['update saga_timer']);
   });
 });

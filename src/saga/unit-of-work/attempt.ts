@@ -3,7 +3,8 @@ import type { TimerDelivery } from '../../contracts.js';
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
 import { freshFork } from '../../orm/index.js';
-import { findHandledMessage, HANDLED_MESSAGE_TABLE } from '../../sql/handled-message-statements.js';
+import type { DatabaseContext } from '../../sql/database-context.js';
+import { findHandledMessage } from '../../sql/handled-message-statements.js';
 import type { SagaMetrics } from '../../telemetry/saga-metrics.js';
 import { HANDLE_OUTCOMES, type HandleResult } from '../handle-result.js';
 import { type RegisteredSaga, readStep } from '../registered-saga.js';
@@ -17,11 +18,14 @@ import { planTimerRetirement, planWrites } from './plan-writes.js';
 import { runStep, type StepRun, sealState } from './run-step.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
 import type { UnitWriter } from './unit-writer.js';
-import { runNamed, StaleTimer, type WriteReport } from './write-plan.js';
+import { runNamed, StaleTimer } from './write-failures.js';
+import type { WriteReport } from './write-plan.js';
 
 /** What a unit of work uses of its runtime. */
 export interface UnitOfWorkRuntime {
   readonly options: ResolvedSagaRuntimeOptions;
+  /** The runtime's database context: the dialect, the transactions and every table's names. */
+  readonly db: DatabaseContext;
   readonly dialect: DialectAdapter;
   readonly metrics: SagaMetrics;
   readonly writer: UnitWriter;
@@ -108,8 +112,8 @@ async function duplicateOf(
   const { unit, em, base } = current;
   const existing = instance.kind === 'ignored' ? instance.state : instance.isNew ? null : instance.state;
   if (!existing) return undefined;
-  const handled = await runNamed('read', HANDLED_MESSAGE_TABLE, () =>
-    findHandledMessage(em, unit.saga.definition.name, existing.id, messageId),
+  const handled = await runNamed('read', current.runtime.db.tables.handledMessage.name, () =>
+    findHandledMessage(current.runtime.db, em, unit.saga.definition.name, existing.id, messageId),
   ).catch(failed(current, { sagaId: existing.id, startedWith: undefined, timerNames: [] }));
   if (!handled) return undefined;
   return { ...result(HANDLE_OUTCOMES.DUPLICATE, base, existing, unit.saga, NO_EFFECTS), version: handled.version };
@@ -201,7 +205,7 @@ function failed(current: Attempt, context: Pick<FailureContext, 'sagaId' | 'star
   return async (error: unknown): Promise<never> => {
     if (error instanceof LeftGroup) throw error;
     const { em } = runtime.options;
-    throw await classifyFailure(error, { em, dialect: runtime.dialect, saga: unit.saga, messageType: unit.message.type, ...context });
+    throw await classifyFailure(error, { em, db: runtime.db, saga: unit.saga, messageType: unit.message.type, ...context });
   };
 }
 

@@ -1,5 +1,4 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
-import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import { SagaError, SagaPersistenceError, SagaSchemaError } from '../../errors.js';
 import {
   allEntityMetadata,
@@ -26,9 +25,10 @@ import {
   storedProperties,
   tableOf,
 } from '../../orm/index.js';
+import type { DatabaseContext } from '../../sql/database-context.js';
 import { countPendingTimersNamed } from '../../sql/timer-statements.js';
 import type { RegisteredSaga } from '../registered-saga.js';
-import { StatementFailure, VersionConflict } from './write-plan.js';
+import { StatementFailure, VersionConflict } from './write-failures.js';
 
 /** A conflict worth re-running the unit of work for: another unit of work committed first. */
 export class RetryableConflict extends Error {
@@ -44,7 +44,8 @@ export class RetryableConflict extends Error {
 export interface FailureContext {
   /** The runtime's EntityManager; probes run on fresh forks of it, after the rollback. */
   readonly em: EntityManager;
-  readonly dialect: DialectAdapter;
+  /** The runtime's database context: the dialect, and the library tables' names. */
+  readonly db: DatabaseContext;
   readonly saga: RegisteredSaga;
   readonly messageType: string;
   readonly sagaId: string | undefined;
@@ -87,7 +88,7 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
   const cause = driverErrorOf(error, context.em);
   if (cause instanceof SagaError) return cause;
   // COMMIT refused by the server (a deferred constraint, a serialization failure) was not applied: not unknown.
-  if (sentCommit && context.dialect.commitCanFailAfterApplying && !isRefusedByServer(cause)) {
+  if (sentCommit && context.db.dialect.commitCanFailAfterApplying && !isRefusedByServer(cause)) {
     return commitOutcomeUnknown(context, cause);
   }
   if (isConcurrencyConflict(cause)) {
@@ -139,9 +140,10 @@ async function isRace(failure: StatementFailure, context: FailureContext): Promi
       return (await em.count(definition.state, where as never)) > 0;
     }
     // Another delivery of the same message id committed first: the retry finds its record and answers duplicate.
-    if (failure.table === 'saga_handled_message') return true;
-    if (failure.table === 'saga_timer' && context.sagaId && context.timerNames.length > 0) {
-      return (await countPendingTimersNamed(em, definition.name, context.sagaId, context.timerNames)) > 0;
+    const { timer, handledMessage } = context.db.tables;
+    if (failure.table === handledMessage.name) return true;
+    if (failure.table === timer.name && context.sagaId && context.timerNames.length > 0) {
+      return (await countPendingTimersNamed(context.db, em, definition.name, context.sagaId, context.timerNames)) > 0;
     }
   } catch {
     // The probe failing says nothing about a race; report the violation itself.
@@ -238,7 +240,7 @@ function unreachable(context: FailureContext, failure: StatementFailure, cause: 
 /** Where the ORM connects, from its config: host, port and database, never the user or password. */
 function databaseOf(context: FailureContext): string {
   const em = context.em;
-  if (context.dialect.name === 'sqlite') return `the SQLite database '${configuredDbName(em)}'`;
+  if (context.db.dialect.name === 'sqlite') return `the SQLite database '${configuredDbName(em)}'`;
   const { host, port, database } = serverAddress(em);
   return `PostgreSQL at ${host}:${port} (database '${database}')`;
 }
@@ -251,7 +253,8 @@ function schemaInvalid(context: FailureContext, failure: StatementFailure, cause
       : missing && missing.length > 0
         ? `table ${table} lacks column(s) ${missing.join(', ')}`
         : `table ${table ?? '?'} or one of its columns does not exist`;
-  const library = table === 'saga_timer' || table === 'saga_outbox' || table === 'saga_handled_message';
+  const { timer, outbox, handledMessage } = context.db.tables;
+  const library = table === timer.name || table === outbox.name || table === handledMessage.name;
   const entity = table === undefined ? undefined : entityOf(context.em, table);
   const fix = library
     ? "run the library's migrations (SAGA_MIGRATIONS from 'mikro-orm-saga/migrations'), or with SAGA_ENTITIES in your entities generate and run your own: `npx mikro-orm migration:create` then `npx mikro-orm migration:up` (docs/migrations.md)"

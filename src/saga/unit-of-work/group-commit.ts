@@ -1,12 +1,13 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { freshFork, queryRows, type UnitTransaction, type UnitTransactions } from '../../orm/index.js';
+import { freshFork, queryRows, type UnitTransaction } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { runSavepointStatement, SAVEPOINT_SQL } from '../../sql/savepoint-statements.js';
 import { commitFailure, failure, leftGroupIfLockWait, settle } from './group-outcomes.js';
 import { lockOrder } from './lock-order.js';
 import { type ItemOutcome, UnitBatcher } from './unit-batcher.js';
 import type { UnitWrite } from './unit-write.js';
-import { runNamed, runPlanStatements, type WriteReport, writePlan } from './write-plan.js';
+import { runNamed } from './write-failures.js';
+import { runPlanStatements, type WriteReport, writePlan } from './write-plan.js';
 import { type GroupWriter, writeTogether } from './write-together.js';
 
 export { LeftGroup } from './group-outcomes.js';
@@ -49,13 +50,14 @@ export class GroupCommit {
   /** One unit at a time that found every solo slot taken writes with the lock timeout: see {@link writeAlone}. */
   private readonly tries = new Slots(1);
   private readonly prelude: string | undefined;
-  private readonly transactions: UnitTransactions;
 
-  constructor(db: DatabaseContext, limits: GroupLimits) {
-    this.transactions = db.transactions;
+  constructor(
+    private readonly db: DatabaseContext,
+    limits: GroupLimits,
+  ) {
     this.prelude = db.dialect.name === 'postgresql' ? lockTimeoutSql(limits.lockTimeoutMs) : undefined;
     const lockTimeoutMs = this.prelude ? limits.lockTimeoutMs : undefined;
-    const groups: GroupWriter = { root: db.em, dialect: db.dialect, transactions: db.transactions, tablesWithTriggers: new Set() };
+    const groups: GroupWriter = { db, tablesWithTriggers: new Set() };
     this.batcher = new UnitBatcher((units) => writeGroup(groups, units, this.prelude, lockTimeoutMs), {
       maxItems: limits.maxUnits,
       maxBatches: limits.maxGroups,
@@ -77,7 +79,7 @@ export class GroupCommit {
   writeAlone(unit: UnitWrite): Promise<WriteReport> {
     const { em, plan, target } = unit;
     return (
-      this.alone.tryRun(() => writePlan(this.transactions, em, plan, target)) ??
+      this.alone.tryRun(() => writePlan(this.db, em, plan, target)) ??
       this.tries.run(async () => {
         // Only PostgreSQL's lock timeout (the prelude) makes a unit leave its group: here `prelude` is always set.
         let own = false;
@@ -85,7 +87,7 @@ export class GroupCommit {
           const [row] = await queryRows<{ own: boolean }>(tx, this.prelude!, []);
           own = row?.own === true;
         };
-        const outcome = await settle(writePlan(this.transactions, em, plan, target, bound));
+        const outcome = await settle(writePlan(this.db, em, plan, target, bound));
         // A wait ended by the connection's own lock_timeout is the application's limit, not the group's: a
         // lock-wait conflict (retried and counted, up to CONCURRENCY_CONFLICT), not another turn.
         const result = own ? outcome : leftGroupIfLockWait(outcome);
@@ -134,11 +136,11 @@ async function writeGroup(
   prelude?: string,
   lockTimeoutMs?: number,
 ): Promise<ItemOutcome<WriteReport>[]> {
-  const { root, transactions } = groups;
+  const { db } = groups;
   if (units.length === 1) {
     const { em, plan, target } = units[0]!;
     // The lock bound goes with the saga row's UPDATE when the library sends it (one round trip less), else first.
-    const outcome = await settle(writePlan(transactions, em, plan, target, prelude));
+    const outcome = await settle(writePlan(db, em, plan, target, prelude));
     return [prelude ? leftGroupIfLockWait(outcome) : outcome];
   }
   const started = performance.now();
@@ -151,11 +153,11 @@ async function writeGroup(
   }
   let group: UnitTransaction;
   try {
-    group = await runNamed('begin', undefined, () => transactions.begin(freshFork(root)));
+    group = await runNamed('begin', undefined, () => db.transactions.begin(freshFork(db.em)));
   } catch (error) {
     return units.map(() => failure(error));
   }
-  return writeInSavepoints(group, units, prelude);
+  return writeInSavepoints(db, group, units, prelude);
 }
 
 /**
@@ -163,6 +165,7 @@ async function writeGroup(
  * of `units`. `prelude` goes with the first SAVEPOINT.
  */
 async function writeInSavepoints(
+  db: DatabaseContext,
   group: UnitTransaction,
   units: readonly UnitWrite[],
   prelude: string | undefined,
@@ -173,7 +176,7 @@ async function writeInSavepoints(
   let broken: { readonly error: unknown } | undefined;
   for (const [position, index] of lockOrder(units).entries()) {
     // The prelude goes with the first SAVEPOINT: one round trip (no parameters, so one simple query).
-    const written = await writeInSavepoint(group, units[index]!, `saga_unit_${position}`, position === 0 ? prelude : undefined);
+    const written = await writeInSavepoint(db, group, units[index]!, `saga_unit_${position}`, position === 0 ? prelude : undefined);
     outcomes[index] = prelude ? leftGroupIfLockWait(written.outcome) : written.outcome;
     if (written.outcome.ok) carried.push(index);
     if (written.broke) {
@@ -211,7 +214,13 @@ interface SavepointWrite {
  * ROLLBACK TO SAVEPOINT undoes the unit's statements (on PostgreSQL it also makes the transaction usable again)
  * and the unit fails alone. When a savepoint statement itself fails, the transaction is unusable: `broke`.
  */
-async function writeInSavepoint(group: UnitTransaction, unit: UnitWrite, name: string, prelude?: string): Promise<SavepointWrite> {
+async function writeInSavepoint(
+  db: DatabaseContext,
+  group: UnitTransaction,
+  unit: UnitWrite,
+  name: string,
+  prelude?: string,
+): Promise<SavepointWrite> {
   const savepoint = (sql: string) => runNamed('savepoint', undefined, () => runSavepointStatement(unit.em, sql));
   const set = SAVEPOINT_SQL.set(name);
   group.join(unit.em);
@@ -228,7 +237,7 @@ async function writeInSavepoint(group: UnitTransaction, unit: UnitWrite, name: s
     try {
       // No RELEASE after success: a round trip per unit saved. The savepoints of a group nest instead, which
       // changes nothing for COMMIT, and ROLLBACK TO a later one leaves the earlier units' statements in place.
-      return { outcome: { ok: true, value: await runPlanStatements(group, unit.em, unit.plan, unit.target) } };
+      return { outcome: { ok: true, value: await runPlanStatements(db, group, unit.em, unit.plan, unit.target) } };
     } catch (error) {
       // The unit failed before sending anything: its SAVEPOINT never ran, and there is nothing to roll back.
       if (group.withdrawUnsent(set)) return { outcome: failure(error) };

@@ -1,6 +1,7 @@
 import { isLockWait, isNeverSent, isRefusedByServer } from '../../orm/index.js';
 import type { ItemOutcome } from './unit-batcher.js';
-import { StatementFailure, type WriteReport } from './write-plan.js';
+import { StatementFailure } from './write-failures.js';
+import type { WriteReport } from './write-plan.js';
 
 /* What the units of a group commit learn: their outcomes, and when they leave their group. */
 

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/core';
+import type { SagaRowTarget } from './planned-statement.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
-import type { SagaRowTarget } from './write-plan.js';
 
 /** The write phase of one unit of work, ready to run: the step ran and its writes are planned. */
 export interface UnitWrite {

@@ -19,7 +19,7 @@ export class UnitWriter {
    * transaction of its own ({@link GroupCommit.writeAlone}). Without group commit, always in its own transaction.
    */
   write(unit: UnitWrite, alone: boolean): Promise<WriteReport> {
-    if (!this.groups) return writePlan(this.context.transactions, unit.em, unit.plan, unit.target);
+    if (!this.groups) return writePlan(this.context, unit.em, unit.plan, unit.target);
     return alone ? this.groups.writeAlone(unit) : this.groups.write(unit);
   }
 }

@@ -1,19 +1,18 @@
-import type { EntityManager } from '@mikro-orm/core';
-import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
-import { conflictKind, freshFork, isLockWait, type UnitTransaction, type UnitTransactions } from '../../orm/index.js';
-import { runUpdatesAsOne } from '../../sql/saga-statements.js';
+import { conflictKind, freshFork, isLockWait, type UnitTransaction } from '../../orm/index.js';
+import type { DatabaseContext } from '../../sql/database-context.js';
+import { runUpdatesAsOne } from '../../sql/updates-as-one.js';
 import { commitFailure, failure } from './group-outcomes.js';
 import { lockOrder } from './lock-order.js';
+import type { PreparedWrite } from './planned-statement.js';
 import type { ItemOutcome } from './unit-batcher.js';
 import type { UnitWrite } from './unit-write.js';
-import { type PreparedWrite, preparedWrite, runNamed, VersionConflict, type WriteReport } from './write-plan.js';
+import { runNamed, VersionConflict } from './write-failures.js';
+import { preparedWrite, type WriteReport } from './write-plan.js';
 
 /** What a runtime's group writes share. */
 export interface GroupWriter {
-  /** The runtime's EntityManager; each group is written on a fresh fork of it. */
-  readonly root: EntityManager;
-  readonly dialect: DialectAdapter;
-  readonly transactions: UnitTransactions;
+  /** The runtime's database context; each group is written on a fresh fork of its EntityManager. */
+  readonly db: DatabaseContext;
   /**
    * The tables (quoted) a group written as one statement found with triggers or rules: their units are written a
    * savepoint each from then on. Only ever added to: a table whose triggers are dropped later stays on the savepoint
@@ -37,7 +36,7 @@ export interface GroupWriter {
  * the group a unit at a time, each in its savepoint, where each unit's failure is its own. `lock wait`: the
  * statements waited out the group's lock bound on a row another transaction holds, or waited for one until a deadlock
  * with that transaction ended them (which unit waited is not known).
- * Two statements per unit, not the one of `writeSagaRowAndStampTimer`: PostgreSQL plans and runs those WITH queries
+ * Two statements per unit, not the one of `updateSagaRowAndStampTimer`: PostgreSQL plans and runs those WITH queries
  * at about twice the cost of the two UPDATEs, which here ride in one round trip anyway.
  */
 export async function writeTogether(
@@ -45,7 +44,7 @@ export async function writeTogether(
   units: readonly UnitWrite[],
   prelude: string | undefined,
 ): Promise<ItemOutcome<WriteReport>[] | 'lock wait' | undefined> {
-  const { root, dialect, transactions } = groups;
+  const { em: root, dialect, transactions } = groups.db;
   const joined = transactions.runsStatementsTogether(root);
   if (!joined && !(dialect.updatesInWith && writesDistinctRows(units))) return undefined;
   const order = lockOrder(units);
@@ -73,7 +72,7 @@ function notTogether(writes: readonly PreparedWrite[]): undefined {
 
 /** The writes of `units`, in lock `order`, prepared; undefined (with none left prepared) when one cannot be. */
 function prepareWrites(
-  { tablesWithTriggers }: GroupWriter,
+  { db, tablesWithTriggers }: GroupWriter,
   units: readonly UnitWrite[],
   order: readonly number[],
   joined: boolean,
@@ -82,7 +81,7 @@ function prepareWrites(
   for (const index of order) {
     const { em, plan, target } = units[index]!;
     try {
-      const write = preparedWrite(em, plan, target);
+      const write = preparedWrite(db, em, plan, target);
       if (!write) return notTogether(writes);
       writes.push(write);
       // As one statement, only on tables not found with triggers (see runUpdatesAsOne).
