@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { type SagaError, SagaPersistenceError, SagaSchemaError, SagaValidationError } from '../errors.js';
-import { freshFork, isTableNotFound } from '../orm/index.js';
+import { classifyDriverError, freshFork } from '../orm/index.js';
 import { deleteHandledMessagesBefore, HANDLED_MESSAGE_TABLE } from '../sql/handled-message-statements.js';
 import { nameProblem } from './stored-text.js';
 
@@ -68,7 +68,7 @@ export async function purgeHandledMessagesBefore(
 function purgeFailed(error: unknown, deletedBefore: number): SagaError {
   const name = error instanceof Error ? error.constructor.name : typeof error;
   const sofar = `${deletedBefore} record(s) were deleted by earlier batches; the failed batch deleted nothing`;
-  if (isTableNotFound(error)) {
+  if (classifyDriverError(error) === 'missing table') {
     return new SagaSchemaError(
       'SCHEMA_INVALID',
       `Purging expired message ids failed: table ${HANDLED_MESSAGE_TABLE} does not exist (${sofar}). Run the library's migrations (SAGA_MIGRATIONS from 'mikro-orm-saga/migrations', or your own generated from SAGA_ENTITIES; docs/migrations.md).`,

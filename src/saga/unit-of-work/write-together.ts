@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/core';
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
-import { conflictKind, freshFork, isLockWait, type UnitTransaction, type UnitTransactions } from '../../orm/index.js';
+import { classifyDriverError, freshFork, type UnitTransaction, type UnitTransactions } from '../../orm/index.js';
 import { runUpdatesAsOne } from '../../sql/saga-statements.js';
 import type { UnitWrite } from './group-commit.js';
 import { commitFailure, failure } from './group-outcomes.js';
@@ -122,7 +122,8 @@ async function sendTogether(
     await group.rollback().catch(() => undefined);
     // A deadlock, too, ended a wait for a row another transaction held (PostgreSQL checks after deadlock_timeout,
     // 1 s by default): written again, the group gets only what is left of its bound, as after a lock wait.
-    return isLockWait(error) || conflictKind(error) === 'deadlock' ? 'lock wait' : undefined;
+    const kind = classifyDriverError(error);
+    return kind === 'lock wait' || kind === 'deadlock' ? 'lock wait' : undefined;
   }
 }
 
