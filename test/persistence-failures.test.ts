@@ -1,12 +1,14 @@
 // Issue 6 points 6 and 7 on every database: failures are typed, classified truthfully, and never leak values.
 import { createServer, type Server } from 'node:net';
-import { defineEntity, MikroORM, type Options } from '@mikro-orm/core';
+import { defineEntity, type EntityManager, MikroORM, type Options } from '@mikro-orm/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { defineSaga, SagaPersistenceError, SagaRuntime, SagaSchemaError, SagaState, SagaStateSchema } from '../src/index.js';
+import { SagaOperations } from '../src/operations/index.js';
 import { pgConnectionOptions } from '../src/orm/connection-info.js';
 import { isDriverException } from '../src/orm/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from './fixtures/scripted-saga.js';
+import { closedPort } from './support/closed-port.js';
 import { connectionOptions, createTestDatabase, DIALECTS, isSqlite, type TestDatabase } from './support/databases.js';
 import { refuseInserts, rowsOf } from './support/rows.js';
 import { uniqueKey, useDatabase } from './support/suite.js';
@@ -171,14 +173,6 @@ describe('an unreachable database is DATABASE_UNREACHABLE, naming where and how 
   afterAll(() => {
     for (const server of servers) server.close();
   });
-  /** A port with nothing listening: bound, then released. */
-  async function closedPort(): Promise<number> {
-    const server = createServer();
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as { port: number }).port;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    return port;
-  }
   /** A port that accepts connections and never answers: the driver's connect timeout runs out. */
   async function silentPort(): Promise<number> {
     const server = createServer(() => undefined);
@@ -186,7 +180,8 @@ describe('an unreachable database is DATABASE_UNREACHABLE, naming where and how 
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     return (server.address() as { port: number }).port;
   }
-  async function handleOn(options: Options) {
+  /** What `call` rejects with, on an ORM that has not connected yet. */
+  async function failureOn(options: Options, call: (em: EntityManager) => Promise<unknown>) {
     const orm = await MikroORM.init({
       entities: [ScriptedSaga, ...(await import('../src/index.js')).SAGA_ENTITIES],
       connect: false,
@@ -194,12 +189,15 @@ describe('an unreachable database is DATABASE_UNREACHABLE, naming where and how 
       ...options,
     } as Options);
     try {
-      const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock: new FakeClock() });
-      return await runtime.handle(scriptedSaga, { type: 'Start', key: 'k' }).catch((e: unknown) => e);
+      return await call(orm.em).catch((e: unknown) => e);
     } finally {
       await orm.close(true);
     }
   }
+  const handleOn = (options: Options) =>
+    failureOn(options, (em) =>
+      new SagaRuntime({ em, sagas: [scriptedSaga], clock: new FakeClock() }).handle(scriptedSaga, { type: 'Start', key: 'k' }),
+    );
 
   it('postgresql: connection refused names host and port, never the password', async () => {
     const { PostgreSqlDriver } = await import('@mikro-orm/postgresql');
@@ -212,6 +210,17 @@ describe('an unreachable database is DATABASE_UNREACHABLE, naming where and how 
     expect(message).toMatch(/after waiting \d+ ms/);
     expect(message).toContain('Nothing was written');
     expect(message).not.toContain('hunter2');
+  });
+
+  it('postgresql: an operator call on a refused connection is DATABASE_UNREACHABLE too, never the password', async () => {
+    const { PostgreSqlDriver } = await import('@mikro-orm/postgresql');
+    const port = await closedPort();
+    const error = await failureOn({ driver: PostgreSqlDriver, clientUrl: `postgres://saga:hunter2@127.0.0.1:${port}/app` }, (em) =>
+      new SagaOperations({ em, sagas: [scriptedSaga] }).listSagas({ sagaType: 'scripted', limit: 1 }),
+    );
+    expect(error).toBeInstanceOf(SagaPersistenceError);
+    expect(error).toMatchObject({ code: 'DATABASE_UNREACHABLE', details: { operation: 'listSagas' } });
+    expect((error as Error).message).not.toContain('hunter2');
   });
 
   it('postgresql: a connect timeout says how long it waited', async () => {

@@ -1,4 +1,4 @@
-import { freshFork, isDriverException, isInvalidFieldName, isPoolTimeout, isTableNotFound, isUniqueViolation } from '../orm/index.js';
+import { classifyDriverError, freshFork, isDriverException } from '../orm/index.js';
 import { DISPATCH_TABLES, type DispatchTable, dispatchTableNames } from '../sql/dispatch-tables.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
 import { checkDate, checkedInput, checkIds, invalidInput } from './operation-input.js';
@@ -61,8 +61,11 @@ async function undeliverableTimers(ops: OperationsContext, states: ReadonlyMap<s
 }
 
 /** The database refused a statement or could not be reached (not a bug, not a schema that does not fit). */
-const refusedByDatabase = (error: Error) =>
-  (isDriverException(error) && !isTableNotFound(error) && !isInvalidFieldName(error)) || isPoolTimeout(error);
+function refusedByDatabase(error: Error): boolean {
+  const kind = classifyDriverError(error);
+  if (kind === 'no free connection') return true;
+  return isDriverException(error) && kind !== 'missing table' && kind !== 'missing column';
+}
 
 /**
  * Runs `change` once per id (each its own short statement) and collects one status per id. A statement the
@@ -118,7 +121,7 @@ export async function requeueRows(ops: OperationsContext, table: DispatchTable, 
         return changed === 1 ? ITEM_STATUSES.REQUEUED : ITEM_STATUSES.NOT_DEAD_LETTERED;
       } catch (error) {
         // The filtered unique index: a pending timer of that name exists on the saga again.
-        if (isUniqueViolation(error)) return ITEM_STATUSES.CONFLICT;
+        if (classifyDriverError(error) === 'unique violation') return ITEM_STATUSES.CONFLICT;
         throw error;
       }
     },

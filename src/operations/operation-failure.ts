@@ -1,5 +1,5 @@
 import { SagaError, SagaPersistenceError, SagaSchemaError } from '../errors.js';
-import { isConnectionError, isInvalidFieldName, isTableNotFound } from '../orm/index.js';
+import { classifyDriverError } from '../orm/index.js';
 import { SCHEMA_FIX } from '../schema/verify-saga-schema.js';
 
 /**
@@ -13,7 +13,8 @@ export async function asOperation<T>(operation: string, call: () => Promise<T>):
   } catch (error) {
     if (error instanceof SagaError) throw error;
     const name = error instanceof Error ? error.constructor.name : typeof error;
-    if (isTableNotFound(error) || isInvalidFieldName(error)) {
+    const kind = classifyDriverError(error);
+    if (kind === 'missing table' || kind === 'missing column') {
       throw new SagaSchemaError(
         'SCHEMA_INVALID',
         `${operation} failed: a table or column it reads is missing (${name}). Run verifySagaSchema() to list every difference; to fix it, ${SCHEMA_FIX}.`,
@@ -21,7 +22,7 @@ export async function asOperation<T>(operation: string, call: () => Promise<T>):
         { cause: error },
       );
     }
-    const code = isConnectionError(error) ? 'DATABASE_UNREACHABLE' : 'PERSISTENCE_FAILED';
+    const code = kind === 'connection failure' ? 'DATABASE_UNREACHABLE' : 'PERSISTENCE_FAILED';
     throw new SagaPersistenceError(
       code,
       `${operation} failed (${name}). What it changed before the failure stays changed (each purge batch commits on its own; a requeue, cancel or reschedule fails before its first change; a force-complete or reopen is one transaction, rolled back unless the connection failed during COMMIT): read the rows again, then run it again once the database answers. The driver's error is the \`cause\`.`,

@@ -6,21 +6,13 @@ export { configuredDbName, isReachable, platformNames, serverAddress } from './c
 export { createUnitTransactions } from './create-unit-transactions.js';
 export { findRowsByPrimaryKey, hydrateRow, readRowBy, readsRowsDirectly, rowReadSql } from './direct-reads.js';
 export {
+  classifyDriverError,
   conflictKind,
   convertDriverError,
-  isConcurrencyConflict,
-  isConnectionError,
-  isConnectionOrLockError,
+  type DriverErrorKind,
   isDriverException,
-  isInvalidFieldName,
-  isLockWait,
   isNeverSent,
-  isOptimisticLockError,
-  isPoolTimeout,
   isRefusedByServer,
-  isServerException,
-  isTableNotFound,
-  isUniqueViolation,
 } from './driver-errors.js';
 export {
   allEntityMetadata,

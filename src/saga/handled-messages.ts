@@ -1,6 +1,6 @@
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { type SagaError, SagaPersistenceError, SagaSchemaError, SagaValidationError } from '../errors.js';
-import { freshFork, isTableNotFound } from '../orm/index.js';
+import { classifyDriverError, freshFork } from '../orm/index.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import { deleteHandledMessagesBefore } from '../sql/handled-message-statements.js';
 import { runStatement } from '../sql/sql-executor.js';
@@ -69,7 +69,7 @@ export async function purgeHandledMessagesBefore(
 function purgeFailed(error: unknown, table: string, deletedBefore: number): SagaError {
   const name = error instanceof Error ? error.constructor.name : typeof error;
   const sofar = `${deletedBefore} record(s) were deleted by earlier batches; the failed batch deleted nothing`;
-  if (isTableNotFound(error)) {
+  if (classifyDriverError(error) === 'missing table') {
     return new SagaSchemaError(
       'SCHEMA_INVALID',
       `Purging expired message ids failed: table ${table} does not exist (${sofar}). Run the library's migrations (SAGA_MIGRATIONS from 'mikro-orm-saga/migrations', or your own generated from SAGA_ENTITIES; docs/migrations.md).`,

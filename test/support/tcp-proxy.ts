@@ -4,6 +4,8 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 export type CommitFault =
   /** Forward COMMIT, let the server apply it, then drop the client's connection instead of relaying the answer. */
   | 'drop-after-commit'
+  /** As `drop-after-commit`, but reset the client's connection (TCP RST): the driver reports `ECONNRESET`. */
+  | 'reset-after-commit'
   /** Drop both connections instead of forwarding COMMIT: the server rolls the transaction back. */
   | 'drop-before-commit'
   /** Drop both connections instead of forwarding the next BEGIN: the transaction never starts. */
@@ -55,6 +57,7 @@ export class CommitDroppingProxy {
       socket.on('close', () => this.sockets.delete(socket));
     }
     let swallowAnswer = false;
+    let resetClient = false;
     const dropBoth = () => {
       client.destroy();
       upstream.destroy();
@@ -63,18 +66,20 @@ export class CommitDroppingProxy {
       const fault = this.fault;
       if (fault && isQueryOf(chunk, fault === 'drop-at-begin' ? 'begin' : 'commit')) {
         this.fault = undefined;
-        if (fault !== 'drop-after-commit') {
+        if (fault !== 'drop-after-commit' && fault !== 'reset-after-commit') {
           dropBoth();
           this.markFaulted();
           return;
         }
         swallowAnswer = true;
+        resetClient = fault === 'reset-after-commit';
       }
       upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {
       if (swallowAnswer) {
         // The server answered COMMIT: it is durable. The client never hears it.
+        if (resetClient) client.resetAndDestroy();
         dropBoth();
         this.markFaulted();
         return;

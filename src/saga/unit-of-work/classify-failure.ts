@@ -4,21 +4,13 @@ import {
   allEntityMetadata,
   CommitNotSent,
   CommitRolledBack,
+  classifyDriverError,
   configuredDbName,
   convertDriverError,
+  type DriverErrorKind,
   freshFork,
-  isConcurrencyConflict,
-  isConnectionOrLockError,
   isDriverException,
-  isInvalidFieldName,
-  isNeverSent,
-  isOptimisticLockError,
-  isPoolTimeout,
   isReachable,
-  isRefusedByServer,
-  isServerException,
-  isTableNotFound,
-  isUniqueViolation,
   queryRows,
   quoteName,
   serverAddress,
@@ -80,47 +72,61 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
   if (error.cause instanceof CommitRolledBack) {
     return persistenceFailed(context, 'commit', undefined, error.cause, 'the database rolled the transaction back at COMMIT');
   }
-  // A COMMIT that failed without a database error code failed outside the database: MikroORM's commit also runs
-  // the application's transaction subscribers, and afterTransactionCommit runs once COMMIT was applied.
-  // Unless pg never sent it (its connection had already failed): then COMMIT was not applied.
-  const sentCommit = error.operation === 'commit' && !isNeverSent(error.cause);
-  if (sentCommit && !hasDatabaseCode(error.cause)) return commitOutcomeUnknown(context, error.cause, 'outside');
+  if (error.cause instanceof SagaError) return error.cause;
   const cause = driverErrorOf(error, context.em);
-  if (cause instanceof SagaError) return cause;
-  // COMMIT refused by the server (a deferred constraint, a serialization failure) was not applied: not unknown.
-  if (sentCommit && context.db.dialect.commitCanFailAfterApplying && !isRefusedByServer(cause)) {
-    return commitOutcomeUnknown(context, cause);
-  }
-  if (isConcurrencyConflict(cause)) {
-    return new RetryableConflict(context.sagaId, cause);
-  }
-  if (isUniqueViolation(cause)) {
-    if (await isRace(error, context)) return new RetryableConflict(context.sagaId, cause);
-    return uniqueViolation(context, error, cause);
-  }
-  if (isTableNotFound(cause) || isInvalidFieldName(cause)) {
-    return schemaInvalid(context, error, cause, await missingColumns(context.em, error.table));
-  }
-  if (cause instanceof Error && isPoolTimeout(cause)) return unreachable(context, error, cause);
-  if (isConnectionOrLockError(cause) || (isDriverException(cause) && !isServerException(cause))) {
-    if (!(await isReachable(context.em))) return unreachable(context, error, cause);
-    // Drivers do not classify every schema error (SQLite: "table x has no column named y"): look at the table.
-    const missing = await missingColumns(context.em, error.table);
-    if (missing === 'table' || (missing && missing.length > 0)) return schemaInvalid(context, error, cause, missing);
-  }
-  return persistenceFailed(context, error.operation, error.table, cause, describe(cause), error.alsoTable);
+  const commit = error.operation === 'commit' ? { canFailAfterApplying: context.db.dialect.commitCanFailAfterApplying } : undefined;
+  return classifyDriverFailure(error, cause, classifyDriverError(cause, { commit }), context);
 }
 
-/** Whether `error` carries a driver's or server's error code (SQLSTATE, SQLITE_*, a socket's E*). */
-function hasDatabaseCode(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code !== '';
+/** Maps the kind of the driver's error behind a failed statement to the runtime's verdict. */
+async function classifyDriverFailure(
+  failure: StatementFailure,
+  cause: unknown,
+  kind: DriverErrorKind,
+  context: FailureContext,
+): Promise<RetryableConflict | SagaError> {
+  switch (kind) {
+    case 'commit failed outside the database':
+      return commitOutcomeUnknown(context, failure.cause, 'outside');
+    case 'outcome unknown':
+      return commitOutcomeUnknown(context, cause);
+    case 'version conflict':
+    case 'deadlock':
+    case 'lock wait':
+      return new RetryableConflict(context.sagaId, cause);
+    case 'unique violation':
+      if (await isRace(failure, context)) return new RetryableConflict(context.sagaId, cause);
+      return uniqueViolation(context, failure, cause);
+    case 'missing table':
+    case 'missing column':
+      return schemaInvalid(context, failure, cause, await missingColumns(context.em, failure.table));
+    case 'no free connection':
+      return unreachable(context, failure, cause, 'no free connection');
+  }
+  if (PROBED_KINDS.has(kind) || (kind === 'other' && isDriverException(cause))) {
+    if (!(await isReachable(context.em))) return unreachable(context, failure, cause, 'unreachable');
+    // Drivers do not classify every schema error (SQLite: "table x has no column named y"): look at the table.
+    const missing = await missingColumns(context.em, failure.table);
+    if (missing === 'table' || (missing && missing.length > 0)) return schemaInvalid(context, failure, cause, missing);
+  }
+  return persistenceFailed(context, failure.operation, failure.table, cause, describe(cause), failure.alsoTable);
 }
+
+/**
+ * Kinds after which the database may be away, or the table may lack a column the driver did not name: the
+ * runtime asks the database (a driver error no rule places, too; an error that is not the driver's, not).
+ */
+const PROBED_KINDS: ReadonlySet<DriverErrorKind> = new Set([
+  'connection failure',
+  'never sent',
+  'canceled or out of resources',
+  'database failure',
+]);
 
 /** BEGIN and COMMIT errors come from knex unconverted: ask MikroORM's driver for its exception class. */
 function driverErrorOf(failure: StatementFailure, em: EntityManager): unknown {
   const cause = failure.cause;
-  if (isDriverException(cause) || cause instanceof SagaError || isOptimisticLockError(cause)) return cause;
+  if (isDriverException(cause) || classifyDriverError(cause) === 'version conflict') return cause;
   if (failure.operation !== 'begin' && failure.operation !== 'commit' && failure.operation !== 'savepoint') return cause;
   return cause instanceof Error ? convertDriverError(em, cause) : cause;
 }
@@ -225,11 +231,11 @@ function uniqueViolation(context: FailureContext, failure: StatementFailure, cau
   );
 }
 
-function unreachable(context: FailureContext, failure: StatementFailure, cause: unknown) {
+function unreachable(context: FailureContext, failure: StatementFailure, cause: unknown, why: 'no free connection' | 'unreachable') {
   const nothing = failure.operation === 'read' || failure.operation === 'begin' ? 'Nothing was written' : 'Nothing of it was committed';
   return new SagaPersistenceError(
     'DATABASE_UNREACHABLE',
-    cause instanceof Error && isPoolTimeout(cause)
+    why === 'no free connection'
       ? `${subject(context)}: no connection of the pool to ${databaseOf(context)} came free within the pool's acquire timeout (${describe(cause)} after waiting ${failure.elapsedMs} ms, during ${what(failure.operation, failure.table, failure.alsoTable)}) while handling '${context.messageType}'. ${nothing}. Every connection was in use: raise the pool's max or its timeout, or lower the concurrency of your callers and dispatchers; then handle the message again. ${CAUSE_NOTE}`
       : `${subject(context)}: cannot reach ${databaseOf(context)} (${describe(cause)} after waiting ${failure.elapsedMs} ms, during ${what(failure.operation, failure.table, failure.alsoTable)}) while handling '${context.messageType}'. ${nothing}. Check that the database runs and accepts connections there, and the host, port and timeouts of your ORM config; then handle the message again. ${CAUSE_NOTE}`,
     details(context, { operation: failure.operation, table: failure.table, waitedMs: failure.elapsedMs }),
@@ -284,14 +290,14 @@ async function missingColumns(root: EntityManager, tableName: string | undefined
   try {
     await select('1');
   } catch (error) {
-    return isTableNotFound(error) ? 'table' : undefined;
+    return classifyDriverError(error) === 'missing table' ? 'table' : undefined;
   }
   const missing: string[] = [];
   for (const column of storedProperties(meta).flatMap((p) => p.fieldNames ?? [])) {
     try {
       await select(quoteName(em, column));
     } catch (error) {
-      if (!isInvalidFieldName(error)) return undefined;
+      if (classifyDriverError(error) !== 'missing column') return undefined;
       missing.push(column);
     }
   }

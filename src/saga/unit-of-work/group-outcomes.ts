@@ -1,4 +1,4 @@
-import { isLockWait, isNeverSent, isRefusedByServer } from '../../orm/index.js';
+import { classifyDriverError, isNeverSent, isRefusedByServer } from '../../orm/index.js';
 import type { ItemOutcome } from './unit-batcher.js';
 import { StatementFailure } from './write-failures.js';
 import type { WriteReport } from './write-plan.js';
@@ -38,7 +38,8 @@ export function commitFailure(error: unknown, carried: number): ItemOutcome<neve
 
 /** A unit that failed waiting for a row lock past the group's lock timeout leaves the group: {@link LeftGroup}. */
 export function leftGroupIfLockWait(outcome: ItemOutcome<WriteReport>): ItemOutcome<WriteReport> {
-  if (outcome.ok || !(outcome.error instanceof StatementFailure) || !isLockWait(outcome.error.cause)) return outcome;
+  if (outcome.ok || !(outcome.error instanceof StatementFailure) || classifyDriverError(outcome.error.cause) !== 'lock wait')
+    return outcome;
   return failure(new LeftGroup(outcome.error));
 }
 

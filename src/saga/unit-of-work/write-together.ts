@@ -1,4 +1,4 @@
-import { conflictKind, freshFork, isLockWait, type UnitTransaction } from '../../orm/index.js';
+import { classifyDriverError, freshFork, type UnitTransaction } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { runUpdatesAsOne } from '../../sql/updates-as-one.js';
 import { commitFailure, failure } from './group-outcomes.js';
@@ -121,7 +121,8 @@ async function sendTogether(
     await group.rollback().catch(() => undefined);
     // A deadlock, too, ended a wait for a row another transaction held (PostgreSQL checks after deadlock_timeout,
     // 1 s by default): written again, the group gets only what is left of its bound, as after a lock wait.
-    return isLockWait(error) || conflictKind(error) === 'deadlock' ? 'lock wait' : undefined;
+    const kind = classifyDriverError(error);
+    return kind === 'lock wait' || kind === 'deadlock' ? 'lock wait' : undefined;
   }
 }
 
