@@ -9,7 +9,12 @@ import { describeError as describe } from './describe-error.js';
 import type { DispatchParts } from './dispatch-parts.js';
 import { SagaDispatchError } from './dispatch-pass-error.js';
 import { DispatcherEventListeners, type DispatcherEvents } from './dispatcher-events.js';
-import { type ResolvedDispatcherOptions, resolveDispatcherOptions, type SagaDispatcherOptions } from './dispatcher-options.js';
+import {
+  DISPATCHER_DEFAULTS,
+  type ResolvedDispatcherOptions,
+  resolveDispatcherOptions,
+  type SagaDispatcherOptions,
+} from './dispatcher-options.js';
 import type { Mutable } from './held-row.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { OutboxRelay } from './outbox-relay.js';
@@ -32,6 +37,8 @@ const STAMPS_LEFT = Symbol('stamps left');
  * tests and for hosts that schedule passes themselves.
  */
 export class SagaDispatcher implements AsyncDisposable {
+  /** The defaults of {@link SagaDispatcherOptions}. */
+  static readonly defaults = DISPATCHER_DEFAULTS;
   readonly options: ResolvedDispatcherOptions;
   /** @internal The runtime's database context: the statements' EntityManager, dialect and table names. */
   readonly context: DatabaseContext;

@@ -7,6 +7,7 @@ import type { Clock } from '../time/clock.js';
 import { cancelTimers, requeueRows, rescheduleTimers } from './dispatch-row-commands.js';
 import { listDispatchRows } from './dispatch-row-queries.js';
 import { asOperation } from './operation-failure.js';
+import { OPERATIONS_DEFAULTS } from './operation-input.js';
 import type {
   ActiveSagaCount,
   BulkResult,
@@ -65,6 +66,8 @@ export type SagaOperationsOptions =
  * ```
  */
 export class SagaOperations {
+  /** The defaults of the operator API's inputs. */
+  static readonly defaults = OPERATIONS_DEFAULTS;
   private readonly ops: OperationsContext;
 
   /** @throws SagaDefinitionError when a saga's entity is not registered, or an option is out of range. */

@@ -13,13 +13,7 @@ import { copyMessage } from './copy-message.js';
 import { checkCorrelationId } from './correlation-value.js';
 import type { SagaDefinition } from './define-saga.js';
 import type { HandleResult } from './handle-result.js';
-import {
-  checkMessageId,
-  DEFAULT_PURGE_BATCH_SIZE,
-  MAX_PURGE_BATCH_SIZE,
-  type PurgeResult,
-  purgeHandledMessagesBefore,
-} from './handled-messages.js';
+import { checkMessageId, MAX_PURGE_BATCH_SIZE, type PurgeResult, purgeHandledMessagesBefore } from './handled-messages.js';
 import { messageTypeOf } from './message-type-of.js';
 import { registerSagas } from './register-saga.js';
 import type { AnySagaDefinition, RegisteredSaga } from './registered-saga.js';
@@ -27,6 +21,7 @@ import {
   assertEntityManager,
   type HandleOptions,
   type ResolvedSagaRuntimeOptions,
+  RUNTIME_DEFAULTS,
   resolveRuntimeOptions,
   type SagaRuntimeOptions,
 } from './runtime-options.js';
@@ -46,6 +41,8 @@ import { UnitWriter } from './unit-of-work/unit-writer.js';
  * everything back and re-runs the step on fresh state, a bounded number of times.
  */
 export class SagaRuntime {
+  /** The defaults of {@link SagaRuntimeOptions}, and of `purgeExpiredMessageIds({ batchSize })`. */
+  static readonly defaults = RUNTIME_DEFAULTS;
   readonly options: ResolvedSagaRuntimeOptions;
   /** The database's capabilities (the same as `context.dialect`). */
   readonly dialect: DialectAdapter;
@@ -200,11 +197,11 @@ export class SagaRuntime {
 
   /**
    * Deletes the handled message ids older than `messageIds.retentionMs` (by the runtime's clock), in batches
-   * of `batchSize` (default {@link DEFAULT_PURGE_BATCH_SIZE}), each a short statement of its own, until none
+   * of `batchSize` (default 1,000), each a short statement of its own, until none
    * is left or `maxBatches` (default: no limit) ran. Safe to run from several processes at once.
    */
   async purgeExpiredMessageIds(options: { readonly batchSize?: number; readonly maxBatches?: number } = {}): Promise<PurgeResult> {
-    const batchSize = options.batchSize ?? DEFAULT_PURGE_BATCH_SIZE;
+    const batchSize = options.batchSize ?? RUNTIME_DEFAULTS.purgeBatchSize;
     const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
     if (
       !isIntegerIn(batchSize, 1, MAX_PURGE_BATCH_SIZE) ||
