@@ -38,12 +38,12 @@ export const DISPATCHER_DEFAULTS = Object.freeze({
   /** How long a claim is exclusive; after it another dispatcher may take the row. */
   leaseMs: 30_000,
   /** Delay before the first retry of a failed delivery (`baseMs`), and its cap (`maxMs`). */
-  backoff: Object.freeze({ baseMs: 1_000, maxMs: 5 * 60_000, jitter: true }),
+  backoff: Object.freeze({ baseMs: 1_000, maxMs: 300_000, jitter: true }),
   /**
    * The threshold of `skip-beyond-max-age` (`maxAgeMs`), and how overdue a never-attempted timer must be to
    * count as backlog (`backlogAfterMs`).
    */
-  catchUp: Object.freeze({ policy: CATCH_UP_POLICIES.FIRE_ALL, maxAgeMs: 24 * 60 * 60_000, backlogAfterMs: 60_000 }),
+  catchUp: Object.freeze({ policy: CATCH_UP_POLICIES.FIRE_ALL, maxAgeMs: 86_400_000, backlogAfterMs: 60_000 }),
   /** Deliveries (and publishes) in flight at once per dispatcher. */
   concurrency: 10,
   /** A delivery or publish still running after this long counts as failed. */

@@ -9,7 +9,7 @@ import { nameProblem } from './stored-text.js';
 /** Largest `batchSize` of a purge (`purgeExpiredMessageIds`, and the operator's `purge`). */
 export const MAX_PURGE_BATCH_SIZE = 100_000;
 
-/** What {@link purgeHandledMessagesBefore} did. */
+/** What `SagaRuntime.purgeExpiredMessageIds()` did. */
 export interface PurgeResult {
   /** Records deleted. */
   readonly deleted: number;

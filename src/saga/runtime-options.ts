@@ -24,7 +24,7 @@ export const RUNTIME_DEFAULTS = Object.freeze({
   /** Largest JSON text of one timer message, or of one outbox message with its headers, in UTF-8 bytes. */
   maxPayloadBytes: 65_536,
   /** How long a handled message id is remembered, ms (7 days). */
-  messageIds: Object.freeze({ retentionMs: 7 * 24 * 3_600_000 }),
+  messageIds: Object.freeze({ retentionMs: 604_800_000 }),
   /** The schema is checked before the first unit of work. */
   verifySchema: true,
   groupCommit: Object.freeze({

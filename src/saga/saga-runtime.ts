@@ -44,7 +44,7 @@ export class SagaRuntime {
   /** The defaults of {@link SagaRuntimeOptions}, and of `purgeExpiredMessageIds({ batchSize })`. */
   static readonly defaults = RUNTIME_DEFAULTS;
   readonly options: ResolvedSagaRuntimeOptions;
-  /** The database's capabilities (the same as `context.dialect`). */
+  /** @internal The database's capabilities (the same as `context.dialect`). */
   readonly dialect: DialectAdapter;
   /** @internal EntityManager, dialect capabilities and library table names, read once and shared with the dispatcher and the statements. */
   readonly context: DatabaseContext;
@@ -129,7 +129,7 @@ export class SagaRuntime {
     return results;
   }
 
-  /** {@link handle} for a registered saga, from the checks of the message's type and correlation on. */
+  /** {@link SagaRuntime.handle} for a registered saga, from the checks of the message's type and correlation on. */
   private handleOne(saga: RegisteredSaga, message: RuntimeMessage, options: HandleOptions): Promise<HandleResult> {
     const { name } = saga.definition;
     const type = messageTypeOf(message.copy, `A message for saga ${name}`, { sagaType: name });
@@ -174,10 +174,10 @@ export class SagaRuntime {
   }
 
   /**
-   * Delivers a claimed timer to its own saga instance. The timer is stamped `fired` in the same
+   * @internal The dispatcher's delivery of a claimed timer to its own saga instance. The timer is stamped `fired` in the same
    * transaction as the state change it causes, only while `timer.token` is still its token; otherwise
    * nothing is written and the outcome is `stale`.
-   * @param preload @internal the saga rows of the timer's claimed batch ({@link preloadTimerSagas}): the first
+   * @param preload the saga rows of the timer's claimed batch ({@link preloadTimerSagas}): the first
    *   attempt takes the saga's row from it when it holds it. Default: none (the row is read).
    */
   async deliverTimer(timer: TimerDelivery, preload?: SagaPreload): Promise<HandleResult> {
