@@ -9,7 +9,6 @@ import type { HandleResult } from './handle-result.js';
 import type { AnySagaDefinition } from './registered-saga.js';
 import type { SagaMessage } from './saga-message.js';
 import { nameProblem } from './stored-text.js';
-import type { GroupLimits } from './unit-of-work/group-commit.js';
 
 /** Largest `maxPayloadBytes` the runtime takes: 268,435,455 bytes, the largest `jsonb` value PostgreSQL stores. */
 export const MAX_PAYLOAD_BYTES_LIMIT = 268_435_455;
@@ -46,6 +45,13 @@ export const RUNTIME_DEFAULTS = Object.freeze({
   /** Records deleted per statement by `purgeExpiredMessageIds()` (and the operator's `purge`). */
   purgeBatchSize: 1_000,
 });
+
+/** The limits of group commit (`groupCommit` of the runtime's options, resolved). */
+export interface GroupLimits {
+  readonly maxUnits: number;
+  readonly maxGroups: number;
+  readonly lockTimeoutMs: number;
+}
 
 /** Options of {@link SagaRuntime}. */
 export interface SagaRuntimeOptions {

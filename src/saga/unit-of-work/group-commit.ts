@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/core';
 import { freshFork, queryRows, type UnitTransaction } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { runSavepointStatement, SAVEPOINT_SQL } from '../../sql/savepoint-statements.js';
+import type { GroupLimits } from '../runtime-options.js';
 import { commitFailure, failure, leftGroupIfLockWait, settle } from './group-outcomes.js';
 import { lockOrder } from './lock-order.js';
 import { type ItemOutcome, UnitBatcher } from './unit-batcher.js';
@@ -11,13 +12,6 @@ import { runPlanStatements, type WriteReport, writePlan } from './write-plan.js'
 import { type GroupWriter, writeTogether } from './write-together.js';
 
 export { LeftGroup } from './group-outcomes.js';
-
-/** The limits of group commit (`groupCommit` of the runtime's options, resolved). */
-export interface GroupLimits {
-  readonly maxUnits: number;
-  readonly maxGroups: number;
-  readonly lockTimeoutMs: number;
-}
 
 /**
  * Writes the write phases of concurrent units of work together (a group commit): the ones that arrive while
