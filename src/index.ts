@@ -3,7 +3,7 @@
 export type { BusinessCalendar } from './calendars/business-calendar.js';
 export type { WeekdayCalendarOptions } from './calendars/weekday-calendar.js';
 export { WeekdayCalendar } from './calendars/weekday-calendar.js';
-export type { DispatchPassResult, TimerDelivery } from './contracts.js';
+export type { DeliveryCounts, DispatchPassResult, TimerDelivery } from './contracts.js';
 export { getCorrelationId, runWithCorrelationId } from './correlation/correlation-context.js';
 export { SagaDispatchError } from './dispatcher/dispatch-pass-error.js';
 export type { DispatcherEvents } from './dispatcher/dispatcher-events.js';
@@ -13,23 +13,7 @@ export type {
   ResolvedDispatcherOptions,
   SagaDispatcherOptions,
 } from './dispatcher/dispatcher-options.js';
-export {
-  CATCH_UP_POLICIES,
-  DEFAULT_BACKLOG_AFTER_MS,
-  DEFAULT_BACKOFF_BASE_MS,
-  DEFAULT_BACKOFF_MAX_MS,
-  DEFAULT_BATCH_SIZE,
-  DEFAULT_DB_RETRY_MAX_MS,
-  DEFAULT_DELIVERY_CONCURRENCY,
-  DEFAULT_DELIVERY_TIMEOUT_MS,
-  DEFAULT_DISPATCH_MAX_ATTEMPTS,
-  DEFAULT_LEASE_MS,
-  DEFAULT_MAX_CATCH_UP_AGE_MS,
-  DEFAULT_POLL_INTERVAL_MS,
-  DEFAULT_STOP_GRACE_MS,
-  MAX_DISPATCH_ATTEMPTS,
-  SQLITE_BATCH_PER_SLOT,
-} from './dispatcher/dispatcher-options.js';
+export { CATCH_UP_POLICIES, MAX_DISPATCH_ATTEMPTS } from './dispatcher/dispatcher-options.js';
 export type { LeaseRenewal } from './dispatcher/lease-keeper.js';
 export type { OutboxEnvelope } from './dispatcher/outbox-envelope.js';
 export { SagaDispatcher } from './dispatcher/saga-dispatcher.js';
@@ -58,23 +42,17 @@ export {
   SagaValidationError,
 } from './errors.js';
 export { LARGEST_FLOAT, SMALLEST_FLOAT } from './saga/column-value.js';
-export { DEFAULT_CORRELATION_LENGTH, MAX_CORRELATION_BYTES, MAX_TEXT_CORRELATION_LENGTH } from './saga/correlation-value.js';
+export { MAX_CORRELATION_BYTES, MAX_TEXT_CORRELATION_LENGTH } from './saga/correlation-value.js';
 export type { CorrelationSource, PropertyName, SagaDefinition, SagaDefinitionInput, SagaStep } from './saga/define-saga.js';
 export { defineSaga } from './saga/define-saga.js';
 export type { HandleOutcome, HandleResult, IgnoreReason } from './saga/handle-result.js';
 export { HANDLE_OUTCOMES, IGNORE_REASONS } from './saga/handle-result.js';
 export type { PurgeResult } from './saga/handled-messages.js';
-export { DEFAULT_MESSAGE_ID_RETENTION_MS, DEFAULT_PURGE_BATCH_SIZE, MAX_PURGE_BATCH_SIZE } from './saga/handled-messages.js';
+export { MAX_PURGE_BATCH_SIZE } from './saga/handled-messages.js';
 export { MAX_PAYLOAD_DEPTH } from './saga/json-payload.js';
-export type { HandledEvent, HandleOptions, ResolvedSagaRuntimeOptions, SagaRuntimeOptions } from './saga/runtime-options.js';
-export {
-  DEFAULT_MAX_ATTEMPTS,
-  DEFAULT_MAX_PAYLOAD_BYTES,
-  DEFAULT_RETRY_BASE_DELAY_MS,
-  DEFAULT_RETRY_MAX_DELAY_MS,
-  DEFAULT_VERIFY_SCHEMA,
-  MAX_PAYLOAD_BYTES_LIMIT,
-} from './saga/runtime-options.js';
+export type { AnySagaDefinition } from './saga/registered-saga.js';
+export type { GroupLimits, HandledEvent, HandleOptions, ResolvedSagaRuntimeOptions, SagaRuntimeOptions } from './saga/runtime-options.js';
+export { MAX_PAYLOAD_BYTES_LIMIT } from './saga/runtime-options.js';
 export type { AnyMessage, MessageOfType, SagaMessage } from './saga/saga-message.js';
 export { SagaRuntime } from './saga/saga-runtime.js';
 export type { FiringTimer, ScheduleOptions, SendOptions, StepContext } from './saga/step-context.js';

@@ -1,7 +1,7 @@
 // DESIGN rule 18 on every database: a message id is recorded with its unit of work, and the same id again
 // writes nothing and answers `duplicate` with the version it produced.
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MESSAGE_ID_RETENTION_MS, SagaRuntime, SagaSchemaError, SagaValidationError } from '../src/index.js';
+import { SagaRuntime, SagaSchemaError, SagaValidationError } from '../src/index.js';
 import { FakeClock } from '../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga, scriptedVariant } from './fixtures/scripted-saga.js';
 import { createTestDatabase, DIALECTS } from './support/databases.js';
@@ -156,7 +156,7 @@ for (const dialect of DIALECTS) {
     });
 
     it('the default retention window is seven days', () => {
-      expect(DEFAULT_MESSAGE_ID_RETENTION_MS).toBe(7 * 24 * 3_600_000);
+      expect(SagaRuntime.defaults.messageIds.retentionMs).toBe(7 * 24 * 3_600_000);
     });
 
     it.each([

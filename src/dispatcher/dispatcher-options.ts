@@ -17,37 +17,44 @@ export const CATCH_UP_POLICIES = {
 /** What happens to timers that came due while no dispatcher ran. */
 export type CatchUpPolicy = (typeof CATCH_UP_POLICIES)[keyof typeof CATCH_UP_POLICIES];
 
-/** Default `pollIntervalMs`: pause after a pass that found nothing to do. */
-export const DEFAULT_POLL_INTERVAL_MS = 5_000;
-/** Default `batchSize` on PostgreSQL: rows claimed per table per pass. */
-export const DEFAULT_BATCH_SIZE = 100;
 /**
- * Default `batchSize` on SQLite, per delivery slot (`concurrency`): rows claimed per table per pass. Small on
- * purpose: SQLite has one write lock for all processes, and a process that wins it keeps winning (other
- * processes' busy handlers poll), so rows one process claimed ahead wait behind its turn while the others,
- * drained, sit idle. Measured in docs/performance.md ("SQLite: claim size").
+ * The dispatcher's defaults, shaped like {@link SagaDispatcherOptions} (also `SagaDispatcher.defaults`).
+ * `stopTimeoutMs` defaults to `deliveryTimeoutMs + stopGraceMs`, at most {@link MAX_WAIT_MS}.
  */
-export const SQLITE_BATCH_PER_SLOT = 2;
-/** Default `maxAttempts`: failed deliveries before a row is dead-lettered. */
-export const DEFAULT_DISPATCH_MAX_ATTEMPTS = 10;
-/** Default `leaseMs`: how long a claim is exclusive; after it another dispatcher may take the row. */
-export const DEFAULT_LEASE_MS = 30_000;
-/** Default `backoff.baseMs`: delay before the first retry of a failed delivery. */
-export const DEFAULT_BACKOFF_BASE_MS = 1_000;
-/** Default `backoff.maxMs`: cap of the retry delay. */
-export const DEFAULT_BACKOFF_MAX_MS = 5 * 60_000;
-/** Default `catchUp.maxAgeMs`: the threshold of `skip-beyond-max-age`. */
-export const DEFAULT_MAX_CATCH_UP_AGE_MS = 24 * 60 * 60_000;
-/** Default `catchUp.backlogAfterMs`: how overdue a never-attempted timer must be to count as backlog. */
-export const DEFAULT_BACKLOG_AFTER_MS = 60_000;
-/** Default `concurrency`: deliveries (and publishes) in flight at once per dispatcher. */
-export const DEFAULT_DELIVERY_CONCURRENCY = 10;
-/** Default `deliveryTimeoutMs`: a delivery or publish still running after this long counts as failed. */
-export const DEFAULT_DELIVERY_TIMEOUT_MS = 60_000;
-/** Default `dbRetry.maxMs`: cap of the loop's wait after a pass failed (database outage). */
-export const DEFAULT_DB_RETRY_MAX_MS = 30_000;
-/** Default `stopTimeoutMs` beyond `deliveryTimeoutMs`: how much longer `stop()` waits for the database. */
-export const DEFAULT_STOP_GRACE_MS = 10_000;
+export const DISPATCHER_DEFAULTS = Object.freeze({
+  /** Pause after a pass that found nothing to do. */
+  pollIntervalMs: 5_000,
+  /** Rows claimed per table per pass, on PostgreSQL. */
+  batchSize: 100,
+  /**
+   * Rows claimed per table per pass on SQLite, per delivery slot (`concurrency`). Small on purpose: SQLite has
+   * one write lock for all processes, and a process that wins it keeps winning (other processes' busy handlers
+   * poll), so rows one process claimed ahead wait behind its turn while the others, drained, sit idle.
+   * Measured in docs/performance.md ("SQLite: claim size").
+   */
+  sqliteBatchPerSlot: 2,
+  /** Failed deliveries before a row is dead-lettered. */
+  maxAttempts: 10,
+  /** How long a claim is exclusive; after it another dispatcher may take the row. */
+  leaseMs: 30_000,
+  /** Delay before the first retry of a failed delivery (`baseMs`), and its cap (`maxMs`). */
+  backoff: Object.freeze({ baseMs: 1_000, maxMs: 300_000, jitter: true }),
+  /**
+   * The threshold of `skip-beyond-max-age` (`maxAgeMs`), and how overdue a never-attempted timer must be to
+   * count as backlog (`backlogAfterMs`).
+   */
+  catchUp: Object.freeze({ policy: CATCH_UP_POLICIES.FIRE_ALL, maxAgeMs: 86_400_000, backlogAfterMs: 60_000 }),
+  /** Deliveries (and publishes) in flight at once per dispatcher. */
+  concurrency: 10,
+  /** A delivery or publish still running after this long counts as failed. */
+  deliveryTimeoutMs: 60_000,
+  /** Cap of the loop's wait after a pass failed (database outage). */
+  dbRetryMaxMs: 30_000,
+  /** How much longer than `deliveryTimeoutMs` `stop()` waits for the database. */
+  stopGraceMs: 10_000,
+  /** Whether the schema is checked before the first pass. */
+  verifySchema: true,
+});
 
 /** Hands one outbox message to the application's broker; resolve when it is accepted. */
 export type OutboxPublisher = (envelope: OutboxEnvelope) => Promise<void>;
@@ -154,6 +161,7 @@ export interface ResolvedDispatcherOptions {
 
 /** Applies the documented defaults and checks every option's range. */
 export function resolveDispatcherOptions(options: SagaDispatcherOptions): ResolvedDispatcherOptions {
+  const defaults = DISPATCHER_DEFAULTS;
   const fail = (message: string): never => {
     throw new SagaDefinitionError('OPTION_INVALID', `SagaDispatcher: ${message}`);
   };
@@ -171,49 +179,49 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
     if (positive(name, value) > max) fail(`${name} must be at most ${max} ms; got ${value}.`);
     return value;
   };
-  const policy = options.catchUp?.policy ?? CATCH_UP_POLICIES.FIRE_ALL;
+  const policy = options.catchUp?.policy ?? defaults.catchUp.policy;
   if (!Object.values(CATCH_UP_POLICIES).includes(policy)) {
     fail(`catchUp.policy must be one of ${Object.values(CATCH_UP_POLICIES).join(', ')}; got ${String(policy)}.`);
   }
-  const deliveryTimeoutMs = duration('deliveryTimeoutMs', options.deliveryTimeoutMs ?? DEFAULT_DELIVERY_TIMEOUT_MS, MAX_WAIT_MS);
-  const concurrency = positive('concurrency', options.concurrency ?? DEFAULT_DELIVERY_CONCURRENCY, true);
+  const deliveryTimeoutMs = duration('deliveryTimeoutMs', options.deliveryTimeoutMs ?? defaults.deliveryTimeoutMs, MAX_WAIT_MS);
+  const concurrency = positive('concurrency', options.concurrency ?? defaults.concurrency, true);
   // Bound as a statement's LIMIT: above 2^53 a number is no longer an exact integer, and SQLite refuses it there.
   if (concurrency > Number.MAX_SAFE_INTEGER) fail(`concurrency must be at most ${Number.MAX_SAFE_INTEGER}; got ${concurrency}.`);
   const defaultBatchSize =
-    options.runtime.context.dialect.name === 'sqlite'
-      ? Math.min(SQLITE_BATCH_PER_SLOT * concurrency, Number.MAX_SAFE_INTEGER)
-      : DEFAULT_BATCH_SIZE;
+    options.runtime.dialect.name === 'sqlite'
+      ? Math.min(defaults.sqliteBatchPerSlot * concurrency, Number.MAX_SAFE_INTEGER)
+      : defaults.batchSize;
   const batchSize = positive('batchSize', options.batchSize ?? defaultBatchSize, true);
   if (batchSize > Number.MAX_SAFE_INTEGER) fail(`batchSize must be at most ${Number.MAX_SAFE_INTEGER}; got ${batchSize}.`);
   return {
     runtime: options.runtime,
     publish: options.publish,
     clock: options.clock ?? options.runtime.options.clock,
-    pollIntervalMs: duration('pollIntervalMs', options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, MAX_WAIT_MS),
+    pollIntervalMs: duration('pollIntervalMs', options.pollIntervalMs ?? defaults.pollIntervalMs, MAX_WAIT_MS),
     batchSize,
-    maxAttempts: attemptsInRange(positive('maxAttempts', options.maxAttempts ?? DEFAULT_DISPATCH_MAX_ATTEMPTS, true), fail),
-    leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULT_LEASE_MS, MAX_WAIT_MS),
+    maxAttempts: attemptsInRange(positive('maxAttempts', options.maxAttempts ?? defaults.maxAttempts, true), fail),
+    leaseMs: duration('leaseMs', options.leaseMs ?? defaults.leaseMs, MAX_WAIT_MS),
     backoff: {
-      baseMs: duration('backoff.baseMs', options.backoff?.baseMs ?? DEFAULT_BACKOFF_BASE_MS, MAX_SPAN_MS),
-      maxMs: duration('backoff.maxMs', options.backoff?.maxMs ?? DEFAULT_BACKOFF_MAX_MS, MAX_SPAN_MS),
-      jitter: options.backoff?.jitter ?? true,
+      baseMs: duration('backoff.baseMs', options.backoff?.baseMs ?? defaults.backoff.baseMs, MAX_SPAN_MS),
+      maxMs: duration('backoff.maxMs', options.backoff?.maxMs ?? defaults.backoff.maxMs, MAX_SPAN_MS),
+      jitter: options.backoff?.jitter ?? defaults.backoff.jitter,
     },
     catchUp: {
       policy,
-      maxAgeMs: duration('catchUp.maxAgeMs', options.catchUp?.maxAgeMs ?? DEFAULT_MAX_CATCH_UP_AGE_MS, MAX_SPAN_MS),
-      backlogAfterMs: duration('catchUp.backlogAfterMs', options.catchUp?.backlogAfterMs ?? DEFAULT_BACKLOG_AFTER_MS, MAX_SPAN_MS),
+      maxAgeMs: duration('catchUp.maxAgeMs', options.catchUp?.maxAgeMs ?? defaults.catchUp.maxAgeMs, MAX_SPAN_MS),
+      backlogAfterMs: duration('catchUp.backlogAfterMs', options.catchUp?.backlogAfterMs ?? defaults.catchUp.backlogAfterMs, MAX_SPAN_MS),
     },
     concurrency,
     deliveryTimeoutMs,
-    dbRetryMaxMs: duration('dbRetryMaxMs', options.dbRetryMaxMs ?? DEFAULT_DB_RETRY_MAX_MS, MAX_WAIT_MS),
+    dbRetryMaxMs: duration('dbRetryMaxMs', options.dbRetryMaxMs ?? defaults.dbRetryMaxMs, MAX_WAIT_MS),
     // The default stays a wait a timer keeps, however long the delivery timeout.
     stopTimeoutMs: duration(
       'stopTimeoutMs',
-      options.stopTimeoutMs ?? Math.min(deliveryTimeoutMs + DEFAULT_STOP_GRACE_MS, MAX_WAIT_MS),
+      options.stopTimeoutMs ?? Math.min(deliveryTimeoutMs + defaults.stopGraceMs, MAX_WAIT_MS),
       MAX_WAIT_MS,
     ),
     logger: options.logger ?? consoleLogger('warn'),
-    verifySchema: options.verifySchema ?? true,
+    verifySchema: options.verifySchema ?? defaults.verifySchema,
   };
 }
 

@@ -9,7 +9,12 @@ import { describeError as describe } from './describe-error.js';
 import type { DispatchParts } from './dispatch-parts.js';
 import { SagaDispatchError } from './dispatch-pass-error.js';
 import { DispatcherEventListeners, type DispatcherEvents } from './dispatcher-events.js';
-import { type ResolvedDispatcherOptions, resolveDispatcherOptions, type SagaDispatcherOptions } from './dispatcher-options.js';
+import {
+  DISPATCHER_DEFAULTS,
+  type ResolvedDispatcherOptions,
+  resolveDispatcherOptions,
+  type SagaDispatcherOptions,
+} from './dispatcher-options.js';
 import type { Mutable } from './held-row.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { OutboxRelay } from './outbox-relay.js';
@@ -32,6 +37,8 @@ const STAMPS_LEFT = Symbol('stamps left');
  * tests and for hosts that schedule passes themselves.
  */
 export class SagaDispatcher implements AsyncDisposable {
+  /** The defaults of {@link SagaDispatcherOptions}. */
+  static readonly defaults = DISPATCHER_DEFAULTS;
   readonly options: ResolvedDispatcherOptions;
   /** @internal The runtime's database context: the statements' EntityManager, dialect and table names. */
   readonly context: DatabaseContext;
@@ -82,7 +89,7 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   /**
-   * Starts the polling loop. Only {@link stop} ends it: failed deliveries are counted and retried, and a
+   * Starts the polling loop. Only {@link SagaDispatcher.stop} ends it: failed deliveries are counted and retried, and a
    * failed pass (database outage) is logged and retried with backoff.
    */
   start(): void {
@@ -227,7 +234,7 @@ export class SagaDispatcher implements AsyncDisposable {
    * Waits for `settled`, or for the moment it may be overtaken: a poll interval has passed (or, sooner, the rest of
    * a table the pass left unclaimed ended: `restLeftMs`) and the pool has a free slot (the pass waits on slow
    * deliveries), or `onlyStamps` resolved (every delivery of the pass ended; it waits only for the statement stamping
-   * its published rows, which the next claim need not wait for). Returns {@link STAMPS_LEFT} in that last case,
+   * its published rows, which the next claim need not wait for). Returns `STAMPS_LEFT` in that last case,
    * undefined when otherwise overtaken or stopping.
    */
   private async untilSettledOrOvertaken<T>(

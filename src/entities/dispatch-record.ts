@@ -4,7 +4,7 @@ import { COLUMN_LIMITS } from './dispatch-states.js';
 /**
  * The columns `saga_timer` and `saga_outbox` share: what is delivered, for which saga, and the dispatch
  * state the dispatcher claims and stamps. A row is pending while `dispatched_at` is null.
- * Mapped by {@link DispatchRecordSchema}.
+ * Mapped by one of {@link SAGA_ENTITIES}.
  */
 export abstract class DispatchRecord<TOutcome extends string = string> {
   /** A UUIDv7: rows of one process sort in creation order. */

@@ -5,7 +5,7 @@ import { COLUMN_LIMITS } from './dispatch-states.js';
  * A message id one saga instance has handled (table `saga_handled_message`), written in the same transaction as the
  * unit of work it identifies. A message delivered again with the same id finds its row and writes nothing
  * (outcome `duplicate`). Rows older than the runtime's `messageIds.retentionMs` are purged in batches.
- * Mapped by {@link SagaHandledMessageSchema}.
+ * Mapped by one of {@link SAGA_ENTITIES}.
  */
 export class SagaHandledMessage {
   /** A UUIDv7. */

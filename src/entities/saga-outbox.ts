@@ -5,7 +5,7 @@ import type { OutboxOutcome } from './dispatch-states.js';
 /**
  * A message a saga step sent (table `saga_outbox`), written in the same transaction as the state change
  * that caused it and relayed to the application's publisher by the dispatcher, at least once.
- * The row id is the message id consumers deduplicate on. Mapped by {@link SagaOutboxSchema}.
+ * The row id is the message id consumers deduplicate on. Mapped by one of {@link SAGA_ENTITIES}.
  */
 export class SagaOutbox extends DispatchRecord<OutboxOutcome> {
   /** Headers for the publisher: correlation id, saga type and id, plus any the step added. */

@@ -3,7 +3,7 @@ import { DispatchRecord, DispatchRecordSchema } from './dispatch-record.js';
 import { COLUMN_LIMITS, type TimerOutcome } from './dispatch-states.js';
 
 /**
- * A durable, named timeout of one saga instance (table `saga_timer`). Mapped by {@link SagaTimerSchema}.
+ * A durable, named timeout of one saga instance (table `saga_timer`). Mapped by one of {@link SAGA_ENTITIES}.
  *
  * A timer is pending while `dispatched_at` is null. Its name is unique among the pending timers of its
  * instance (a filtered unique index), so scheduling a pending name replaces it. It leaves the pending set

@@ -4,7 +4,7 @@ export type { AdviseSagaSchemaOptions, SchemaAdvice } from '../schema/advise-sag
 export { adviseSagaSchema, RECOMMENDED_AUTOVACUUM_SETTINGS } from '../schema/advise-saga-schema.js';
 export type { SchemaProblem, SchemaProblemKind, VerifySagaSchemaOptions } from '../schema/verify-saga-schema.js';
 export { inspectSagaSchema, SCHEMA_FIX, SCHEMA_PROBLEM_KINDS, verifySagaSchema } from '../schema/verify-saga-schema.js';
-export { DEFAULT_RECENT_LIMIT, MAX_IDS_PER_CALL, MAX_PAGE_LIMIT, MAX_REASON_LENGTH } from './operation-input.js';
+export { MAX_IDS_PER_CALL, MAX_PAGE_LIMIT, MAX_REASON_LENGTH } from './operation-input.js';
 export type {
   ActiveSagaCount,
   BulkItem,

@@ -1,11 +1,17 @@
 import { SagaError, SagaValidationError } from '../errors.js';
+import { RUNTIME_DEFAULTS } from '../saga/runtime-options.js';
 import { kindOf, nameProblem } from '../saga/stored-text.js';
 import { dueAtProblem } from '../time/due-date-range.js';
 
 /** Most rows one listing page (or one detail list) returns. */
 export const MAX_PAGE_LIMIT = 1_000;
-/** Default of `getSaga({ recent })`: rows per list of a saga's detail. */
-export const DEFAULT_RECENT_LIMIT = 20;
+/** The operator API's defaults (also `SagaOperations.defaults`). */
+export const OPERATIONS_DEFAULTS = Object.freeze({
+  /** Rows per list of a saga's detail: `getSaga({ recent })`. */
+  recentLimit: 20,
+  /** Rows per statement of `purge()`: the runtime's `purgeExpiredMessageIds()` default. */
+  purgeBatchSize: RUNTIME_DEFAULTS.purgeBatchSize,
+});
 /** Longest reason of a force-complete or reopen, in characters. */
 export const MAX_REASON_LENGTH = 500;
 /** Most ids one requeue, cancel or reschedule call takes. */

@@ -98,7 +98,7 @@ export interface SagaLookup {
   readonly sagaId?: string;
   /** The correlation property's value; or give `sagaId`. */
   readonly correlation?: unknown;
-  /** Most rows per list of the detail (timers, outbox, message ids): 1 to {@link MAX_PAGE_LIMIT}. Default {@link DEFAULT_RECENT_LIMIT}. */
+  /** Most rows per list of the detail (timers, outbox, message ids): 1 to {@link MAX_PAGE_LIMIT}. Default 20. */
   readonly recent?: number;
 }
 
@@ -258,7 +258,7 @@ export interface PurgeOptions {
   readonly completedSagasBefore?: Date;
   /** Handled message ids older than the retention (`messageIds.retentionMs`). Default false. */
   readonly expiredMessageIds?: boolean;
-  /** Rows per statement (one short transaction each): 1 to 100,000. Default {@link DEFAULT_PURGE_BATCH_SIZE}. */
+  /** Rows per statement (one short transaction each): 1 to 100,000. Default 1,000. */
   readonly batchSize?: number;
   /** Most batches per part. Default: until nothing is left. */
   readonly maxBatches?: number;

@@ -1,9 +1,9 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { freshFork, inFreshTransaction } from '../orm/index.js';
-import { DEFAULT_PURGE_BATCH_SIZE, MAX_PURGE_BATCH_SIZE } from '../saga/handled-messages.js';
+import { MAX_PURGE_BATCH_SIZE } from '../saga/handled-messages.js';
 import { DISPATCH_TABLES, type DispatchTable, dispatchTableNames } from '../sql/dispatch-tables.js';
 import { placeholders, queryRows, runStatement } from '../sql/sql-executor.js';
-import { checkDate, checkedInput, checkLimit, invalidInput } from './operation-input.js';
+import { checkDate, checkedInput, checkLimit, invalidInput, OPERATIONS_DEFAULTS } from './operation-input.js';
 import { DISPATCH_ROW_STATUSES, type PurgeOptions, type PurgeReport } from './operation-types.js';
 import type { OperationsContext } from './operations-context.js';
 import type { SagaTable } from './saga-table.js';
@@ -90,7 +90,7 @@ async function deleteLeftovers(ops: OperationsContext, em: EntityManager, sagaTy
 function checkPurge(options: PurgeOptions) {
   if (typeof options !== 'object' || options === null) throw invalidInput('purge needs an options object.');
   const batchSize =
-    options.batchSize === undefined ? DEFAULT_PURGE_BATCH_SIZE : checkLimit(options.batchSize, 'batchSize', MAX_PURGE_BATCH_SIZE);
+    options.batchSize === undefined ? OPERATIONS_DEFAULTS.purgeBatchSize : checkLimit(options.batchSize, 'batchSize', MAX_PURGE_BATCH_SIZE);
   const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
   if (maxBatches !== Number.POSITIVE_INFINITY) checkLimit(maxBatches, 'maxBatches', Number.MAX_SAFE_INTEGER);
   const checked = {

@@ -7,6 +7,7 @@ import type { Clock } from '../time/clock.js';
 import { cancelTimers, requeueRows, rescheduleTimers } from './dispatch-row-commands.js';
 import { listDispatchRows } from './dispatch-row-queries.js';
 import { asOperation } from './operation-failure.js';
+import { OPERATIONS_DEFAULTS } from './operation-input.js';
 import type {
   ActiveSagaCount,
   BulkResult,
@@ -65,6 +66,8 @@ export type SagaOperationsOptions =
  * ```
  */
 export class SagaOperations {
+  /** The defaults of the operator API's inputs. */
+  static readonly defaults = OPERATIONS_DEFAULTS;
   private readonly ops: OperationsContext;
 
   /** @throws SagaDefinitionError when a saga's entity is not registered, or an option is out of range. */
@@ -133,7 +136,7 @@ export class SagaOperations {
   /**
    * Reopens a completed saga (`completed_at` cleared) and writes a `SagaReopened` audit message to the outbox,
    * in one transaction guarded by its version. Timers are not restored: the next message schedules what it needs.
-   * @throws as {@link forceComplete}; `SAGA_STATE_CONFLICT` when the saga is active.
+   * @throws as {@link SagaOperations.forceComplete}; `SAGA_STATE_CONFLICT` when the saga is active.
    */
   reopen(request: SagaChangeRequest): Promise<SagaChange> {
     return asOperation('reopen', () => changeSaga(this.ops, 'reopen', request));
@@ -159,7 +162,7 @@ export class SagaOperations {
     return asOperation('requeueTimers', () => requeueRows(this.ops, DISPATCH_TABLES.timer, ids));
   }
 
-  /** Puts dead-lettered outbox rows back in the pending set. One result per id, as {@link requeueTimers}. */
+  /** Puts dead-lettered outbox rows back in the pending set. One result per id, as {@link SagaOperations.requeueTimers}. */
   requeueOutbox(ids: readonly string[]): Promise<BulkResult<RequeueStatus>> {
     return asOperation('requeueOutbox', () => requeueRows(this.ops, DISPATCH_TABLES.outbox, ids));
   }

@@ -14,8 +14,8 @@ import {
   checkName,
   checkOneOf,
   checkUuid,
-  DEFAULT_RECENT_LIMIT,
   invalidInput,
+  OPERATIONS_DEFAULTS,
 } from './operation-input.js';
 import {
   type ActiveSagaCount,
@@ -180,7 +180,7 @@ function checkLookup(ops: OperationsContext, lookup: SagaLookup) {
   if ((sagaId === undefined) === (correlation === undefined)) {
     throw invalidInput('getSaga needs exactly one of sagaId and correlation.', { sagaType: saga.sagaType });
   }
-  const recent = lookup.recent === undefined ? DEFAULT_RECENT_LIMIT : checkLimit(lookup.recent, 'recent');
+  const recent = lookup.recent === undefined ? OPERATIONS_DEFAULTS.recentLimit : checkLimit(lookup.recent, 'recent');
   const id = sagaId === undefined ? undefined : checkUuid(sagaId, 'sagaId');
   const where =
     id !== undefined

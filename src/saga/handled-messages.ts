@@ -6,14 +6,10 @@ import { deleteHandledMessagesBefore } from '../sql/handled-message-statements.j
 import { runStatement } from '../sql/sql-executor.js';
 import { nameProblem } from './stored-text.js';
 
-/** Default of `messageIds.retentionMs`: how long a handled message id is remembered, ms (7 days). */
-export const DEFAULT_MESSAGE_ID_RETENTION_MS = 7 * 24 * 3_600_000;
-/** Default of `purgeExpiredMessageIds({ batchSize })`: records deleted per statement. */
-export const DEFAULT_PURGE_BATCH_SIZE = 1_000;
 /** Largest `batchSize` of a purge (`purgeExpiredMessageIds`, and the operator's `purge`). */
 export const MAX_PURGE_BATCH_SIZE = 100_000;
 
-/** What {@link purgeHandledMessagesBefore} did. */
+/** What `SagaRuntime.purgeExpiredMessageIds()` did. */
 export interface PurgeResult {
   /** Records deleted. */
   readonly deleted: number;

@@ -6,30 +6,52 @@ import { SagaDefinitionError } from '../errors.js';
 import { type Clock, systemClock } from '../time/clock.js';
 import { isIntegerIn, isNumberIn, MAX_SPAN_MS, MAX_WAIT_MS, shownOption } from '../time/option-ranges.js';
 import type { HandleResult } from './handle-result.js';
-import { DEFAULT_MESSAGE_ID_RETENTION_MS } from './handled-messages.js';
 import type { AnySagaDefinition } from './registered-saga.js';
 import type { SagaMessage } from './saga-message.js';
 import { nameProblem } from './stored-text.js';
-import {
-  DEFAULT_GROUP_LOCK_TIMEOUT_MS,
-  DEFAULT_GROUP_MAX_GROUPS,
-  DEFAULT_GROUP_MAX_UNITS,
-  type GroupLimits,
-} from './unit-of-work/group-commit.js';
 
-/** Default of `concurrency.maxAttempts`: units of work tried per message before a `SagaConcurrencyError`. */
-export const DEFAULT_MAX_ATTEMPTS = 10;
-/** Default of `concurrency.baseDelayMs`: the first retry waits up to this long (full jitter), doubling after. */
-export const DEFAULT_RETRY_BASE_DELAY_MS = 5;
-/** Default of `concurrency.maxDelayMs`: cap of the wait between two retries, in milliseconds. */
-export const DEFAULT_RETRY_MAX_DELAY_MS = 250;
-/** Default of `maxPayloadBytes`: largest JSON text of one timer message, or of one outbox message with its headers, in UTF-8 bytes. */
-export const DEFAULT_MAX_PAYLOAD_BYTES = 65_536;
 /** Largest `maxPayloadBytes` the runtime takes: 268,435,455 bytes, the largest `jsonb` value PostgreSQL stores. */
 export const MAX_PAYLOAD_BYTES_LIMIT = 268_435_455;
 
-/** Default of `verifySchema`: the schema is checked before the first unit of work. */
-export const DEFAULT_VERIFY_SCHEMA = true;
+/** The runtime's defaults, shaped like {@link SagaRuntimeOptions} (also `SagaRuntime.defaults`). */
+export const RUNTIME_DEFAULTS = Object.freeze({
+  /**
+   * Units of work tried per message before a `SagaConcurrencyError` (`maxAttempts`); the first retry waits up to
+   * `baseDelayMs` (full jitter), doubling after, and no wait is longer than `maxDelayMs`.
+   */
+  concurrency: Object.freeze({ maxAttempts: 10, baseDelayMs: 5, maxDelayMs: 250 }),
+  /** Largest JSON text of one timer message, or of one outbox message with its headers, in UTF-8 bytes. */
+  maxPayloadBytes: 65_536,
+  /** How long a handled message id is remembered, ms (7 days). */
+  messageIds: Object.freeze({ retentionMs: 604_800_000 }),
+  /** The schema is checked before the first unit of work. */
+  verifySchema: true,
+  groupCommit: Object.freeze({
+    /**
+     * Most write phases of units of work committed in one transaction. Below 64 on purpose: PostgreSQL gives each
+     * savepoint that writes a subtransaction id, and a transaction holding more than 64 overflows its cache of
+     * them, which makes every other session's snapshots slower.
+     */
+    maxUnits: 32,
+    /** Most group transactions a runtime writes at once, on PostgreSQL. On SQLite it is 1 (one writer at a time). */
+    maxGroups: 2,
+    /**
+     * On PostgreSQL, how long a group transaction waits for a row lock another transaction holds before the unit
+     * that needs it leaves the group. Far above the time one group holds its rows (a few milliseconds per unit),
+     * so units of this runtime that touch one saga still wait for each other's groups.
+     */
+    lockTimeoutMs: 250,
+  }),
+  /** Records deleted per statement by `purgeExpiredMessageIds()` (and the operator's `purge`). */
+  purgeBatchSize: 1_000,
+});
+
+/** The limits of group commit (`groupCommit` of the runtime's options, resolved). */
+export interface GroupLimits {
+  readonly maxUnits: number;
+  readonly maxGroups: number;
+  readonly lockTimeoutMs: number;
+}
 
 /** Options of {@link SagaRuntime}. */
 export interface SagaRuntimeOptions {
@@ -43,16 +65,16 @@ export interface SagaRuntimeOptions {
   readonly calendars?: Readonly<Record<string, BusinessCalendar>>;
   /** Optimistic-concurrency retries. */
   readonly concurrency?: {
-    /** Units of work tried per message, the first included, 1 to 2^53 - 1. Default {@link DEFAULT_MAX_ATTEMPTS} (10). */
+    /** Units of work tried per message, the first included, 1 to 2^53 - 1. Default 10. */
     readonly maxAttempts?: number;
-    /** Upper bound of the first retry's random wait, ms, 0 to {@link MAX_WAIT_MS}. Default {@link DEFAULT_RETRY_BASE_DELAY_MS} (5). */
+    /** Upper bound of the first retry's random wait, ms, 0 to {@link MAX_WAIT_MS}. Default 5. */
     readonly baseDelayMs?: number;
-    /** Cap of any retry's random wait, ms, 0 to {@link MAX_WAIT_MS}. Default {@link DEFAULT_RETRY_MAX_DELAY_MS} (250). */
+    /** Cap of any retry's random wait, ms, 0 to {@link MAX_WAIT_MS}. Default 250. */
     readonly maxDelayMs?: number;
   };
   /**
    * Largest JSON text of a timer message, or of a sent message and its headers together, in UTF-8 bytes.
-   * 1 to {@link MAX_PAYLOAD_BYTES_LIMIT}. Default {@link DEFAULT_MAX_PAYLOAD_BYTES} (64 KiB).
+   * 1 to {@link MAX_PAYLOAD_BYTES_LIMIT}. Default 65,536 (64 KiB).
    */
   readonly maxPayloadBytes?: number;
   /**
@@ -65,7 +87,7 @@ export interface SagaRuntimeOptions {
     /**
      * How long a handled message id is remembered, ms: a redelivery within it is a `duplicate`, one after it
      * (and after {@link SagaRuntime.purgeExpiredMessageIds} ran) is handled anew. Make it longer than your
-     * broker's redelivery horizon. 0 to {@link MAX_SPAN_MS} (100 years). Default {@link DEFAULT_MESSAGE_ID_RETENTION_MS} (7 days).
+     * broker's redelivery horizon. 0 to {@link MAX_SPAN_MS} (100 years). Default 604,800,000 (7 days).
      */
     readonly retentionMs?: number;
   };
@@ -73,30 +95,30 @@ export interface SagaRuntimeOptions {
    * Check the database schema (library tables, columns, indexes, each saga table's base columns and active-row
    * index; `verifySagaSchema`) once, before the first unit of work: a mismatch is a `SagaSchemaError` naming every
    * difference, instead of a failure halfway through a message. One catalog read. Default
-   * {@link DEFAULT_VERIFY_SCHEMA} (true).
+   * true.
    */
   readonly verifySchema?: boolean;
   /**
    * Group commit: the write phases of units of work that are ready while earlier ones are being written are
    * written together, in one transaction with a savepoint per unit (each unit still commits or fails alone;
    * docs/guarantees.md). A unit that finds a group slot free is written at once. `false`: every unit of work
-   * in its own transaction. Default: on, with {@link DEFAULT_GROUP_MAX_UNITS} and {@link DEFAULT_GROUP_MAX_GROUPS} (1 on SQLite).
+   * in its own transaction. Default: on, with 32 units per group and 2 groups at once (1 on SQLite).
    */
   readonly groupCommit?:
     | false
     | {
-        /** Most units of work in one group transaction. Default {@link DEFAULT_GROUP_MAX_UNITS} (32). */
+        /** Most units of work in one group transaction. Default 32. */
         readonly maxUnits?: number;
         /**
-         * Most group transactions written at once (each holds one connection). Default {@link DEFAULT_GROUP_MAX_GROUPS}
-         * (2) on PostgreSQL, 1 on SQLite (one writer at a time: a second group would only wait for the first).
+         * Most group transactions written at once (each holds one connection). Default 2 on
+         * PostgreSQL, 1 on SQLite (one writer at a time: a second group would only wait for the first).
          */
         readonly maxGroups?: number;
         /**
          * PostgreSQL: how long a group transaction waits for a row lock another transaction holds. A unit that
          * waits longer leaves its group (rolled back to its savepoint, not charged an attempt) and runs again in
          * a transaction of its own, which waits as the connection's settings allow; the group goes on. A shorter
-         * `lock_timeout` of the connection is kept. Default {@link DEFAULT_GROUP_LOCK_TIMEOUT_MS} (250).
+         * `lock_timeout` of the connection is kept. Default 250.
          */
         readonly lockTimeoutMs?: number;
       };
@@ -153,13 +175,16 @@ export function assertEntityManager(options: SagaRuntimeOptions): void {
  * Applies the documented defaults and checks ranges. `groupsAtOnce`: the database's default of
  * `groupCommit.maxGroups` (`DialectAdapter.groupsAtOnce`).
  */
-export function resolveRuntimeOptions(options: SagaRuntimeOptions, groupsAtOnce = DEFAULT_GROUP_MAX_GROUPS): ResolvedSagaRuntimeOptions {
+export function resolveRuntimeOptions(
+  options: SagaRuntimeOptions,
+  groupsAtOnce: number = RUNTIME_DEFAULTS.groupCommit.maxGroups,
+): ResolvedSagaRuntimeOptions {
   assertEntityManager(options);
   if (!Array.isArray(options.sagas)) failOption("SagaRuntime needs 'sagas': an array of saga definitions from defineSaga().");
-  const maxAttempts = options.concurrency?.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
-  const baseDelayMs = options.concurrency?.baseDelayMs ?? DEFAULT_RETRY_BASE_DELAY_MS;
-  const maxDelayMs = options.concurrency?.maxDelayMs ?? DEFAULT_RETRY_MAX_DELAY_MS;
-  const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+  const maxAttempts = options.concurrency?.maxAttempts ?? RUNTIME_DEFAULTS.concurrency.maxAttempts;
+  const baseDelayMs = options.concurrency?.baseDelayMs ?? RUNTIME_DEFAULTS.concurrency.baseDelayMs;
+  const maxDelayMs = options.concurrency?.maxDelayMs ?? RUNTIME_DEFAULTS.concurrency.maxDelayMs;
+  const maxPayloadBytes = options.maxPayloadBytes ?? RUNTIME_DEFAULTS.maxPayloadBytes;
   if (!isIntegerIn(maxAttempts, 1, Number.MAX_SAFE_INTEGER)) {
     failOption(`concurrency.maxAttempts must be an integer from 1 to ${Number.MAX_SAFE_INTEGER}; got ${shownOption(maxAttempts)}.`);
   }
@@ -170,7 +195,7 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions, groupsAtOnce 
     if (!isNumberIn(value, 0, MAX_WAIT_MS))
       failOption(`concurrency.${name} must be a number of ms from 0 to ${MAX_WAIT_MS}; got ${shownOption(value)}.`);
   }
-  const retentionMs = options.messageIds?.retentionMs ?? DEFAULT_MESSAGE_ID_RETENTION_MS;
+  const retentionMs = options.messageIds?.retentionMs ?? RUNTIME_DEFAULTS.messageIds.retentionMs;
   if (!isNumberIn(retentionMs, 0, MAX_SPAN_MS)) {
     failOption(`messageIds.retentionMs must be a number of ms from 0 to ${MAX_SPAN_MS} (100 years); got ${shownOption(retentionMs)}.`);
   }
@@ -195,7 +220,7 @@ export function resolveRuntimeOptions(options: SagaRuntimeOptions, groupsAtOnce 
     maxPayloadBytes,
     onHandled: options.onHandled,
     messageIds: { retentionMs },
-    verifySchema: options.verifySchema ?? DEFAULT_VERIFY_SCHEMA,
+    verifySchema: options.verifySchema ?? RUNTIME_DEFAULTS.verifySchema,
     groupCommit,
   };
 }
@@ -209,9 +234,9 @@ function resolveGroupCommit(
   if (option !== undefined && (typeof option !== 'object' || option === null)) {
     fail('groupCommit must be false or an object { maxUnits?, maxGroups?, lockTimeoutMs? }.');
   }
-  const maxUnits = option?.maxUnits ?? DEFAULT_GROUP_MAX_UNITS;
+  const maxUnits = option?.maxUnits ?? RUNTIME_DEFAULTS.groupCommit.maxUnits;
   const maxGroups = option?.maxGroups ?? groupsAtOnce;
-  const lockTimeoutMs = option?.lockTimeoutMs ?? DEFAULT_GROUP_LOCK_TIMEOUT_MS;
+  const lockTimeoutMs = option?.lockTimeoutMs ?? RUNTIME_DEFAULTS.groupCommit.lockTimeoutMs;
   for (const [name, value] of [
     ['maxUnits', maxUnits],
     ['maxGroups', maxGroups],

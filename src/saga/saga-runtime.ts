@@ -13,13 +13,7 @@ import { copyMessage } from './copy-message.js';
 import { checkCorrelationId } from './correlation-value.js';
 import type { SagaDefinition } from './define-saga.js';
 import type { HandleResult } from './handle-result.js';
-import {
-  checkMessageId,
-  DEFAULT_PURGE_BATCH_SIZE,
-  MAX_PURGE_BATCH_SIZE,
-  type PurgeResult,
-  purgeHandledMessagesBefore,
-} from './handled-messages.js';
+import { checkMessageId, MAX_PURGE_BATCH_SIZE, type PurgeResult, purgeHandledMessagesBefore } from './handled-messages.js';
 import { messageTypeOf } from './message-type-of.js';
 import { registerSagas } from './register-saga.js';
 import type { AnySagaDefinition, RegisteredSaga } from './registered-saga.js';
@@ -27,6 +21,7 @@ import {
   assertEntityManager,
   type HandleOptions,
   type ResolvedSagaRuntimeOptions,
+  RUNTIME_DEFAULTS,
   resolveRuntimeOptions,
   type SagaRuntimeOptions,
 } from './runtime-options.js';
@@ -46,8 +41,10 @@ import { UnitWriter } from './unit-of-work/unit-writer.js';
  * everything back and re-runs the step on fresh state, a bounded number of times.
  */
 export class SagaRuntime {
+  /** The defaults of {@link SagaRuntimeOptions}, and of `purgeExpiredMessageIds({ batchSize })`. */
+  static readonly defaults = RUNTIME_DEFAULTS;
   readonly options: ResolvedSagaRuntimeOptions;
-  /** The database's capabilities (the same as `context.dialect`). */
+  /** @internal The database's capabilities (the same as `context.dialect`). */
   readonly dialect: DialectAdapter;
   /** @internal EntityManager, dialect capabilities and library table names, read once and shared with the dispatcher and the statements. */
   readonly context: DatabaseContext;
@@ -132,7 +129,7 @@ export class SagaRuntime {
     return results;
   }
 
-  /** {@link handle} for a registered saga, from the checks of the message's type and correlation on. */
+  /** {@link SagaRuntime.handle} for a registered saga, from the checks of the message's type and correlation on. */
   private handleOne(saga: RegisteredSaga, message: RuntimeMessage, options: HandleOptions): Promise<HandleResult> {
     const { name } = saga.definition;
     const type = messageTypeOf(message.copy, `A message for saga ${name}`, { sagaType: name });
@@ -177,10 +174,10 @@ export class SagaRuntime {
   }
 
   /**
-   * Delivers a claimed timer to its own saga instance. The timer is stamped `fired` in the same
+   * @internal The dispatcher's delivery of a claimed timer to its own saga instance. The timer is stamped `fired` in the same
    * transaction as the state change it causes, only while `timer.token` is still its token; otherwise
    * nothing is written and the outcome is `stale`.
-   * @param preload @internal the saga rows of the timer's claimed batch ({@link preloadTimerSagas}): the first
+   * @param preload the saga rows of the timer's claimed batch ({@link preloadTimerSagas}): the first
    *   attempt takes the saga's row from it when it holds it. Default: none (the row is read).
    */
   async deliverTimer(timer: TimerDelivery, preload?: SagaPreload): Promise<HandleResult> {
@@ -200,11 +197,11 @@ export class SagaRuntime {
 
   /**
    * Deletes the handled message ids older than `messageIds.retentionMs` (by the runtime's clock), in batches
-   * of `batchSize` (default {@link DEFAULT_PURGE_BATCH_SIZE}), each a short statement of its own, until none
+   * of `batchSize` (default 1,000), each a short statement of its own, until none
    * is left or `maxBatches` (default: no limit) ran. Safe to run from several processes at once.
    */
   async purgeExpiredMessageIds(options: { readonly batchSize?: number; readonly maxBatches?: number } = {}): Promise<PurgeResult> {
-    const batchSize = options.batchSize ?? DEFAULT_PURGE_BATCH_SIZE;
+    const batchSize = options.batchSize ?? RUNTIME_DEFAULTS.purgeBatchSize;
     const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
     if (
       !isIntegerIn(batchSize, 1, MAX_PURGE_BATCH_SIZE) ||

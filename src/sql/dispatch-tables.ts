@@ -3,7 +3,7 @@ import type { DatabaseContext, OutboxProperty, TableNames, TimerProperty } from 
 /**
  * The two tables the dispatcher drains, as the library names them to its callers (telemetry, errors, options);
  * they share their dispatch columns. The statements read the tables' real names from the context
- * ({@link dispatchTableNames}).
+ * (`dispatchTableNames`).
  */
 export const DISPATCH_TABLES = { timer: 'saga_timer', outbox: 'saga_outbox' } as const;
 export type DispatchTable = (typeof DISPATCH_TABLES)[keyof typeof DISPATCH_TABLES];

@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/core';
 import { freshFork, queryRows, type UnitTransaction } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { runSavepointStatement, SAVEPOINT_SQL } from '../../sql/savepoint-statements.js';
+import type { GroupLimits } from '../runtime-options.js';
 import { commitFailure, failure, leftGroupIfLockWait, settle } from './group-outcomes.js';
 import { lockOrder } from './lock-order.js';
 import { type ItemOutcome, UnitBatcher } from './unit-batcher.js';
@@ -11,31 +12,6 @@ import { runPlanStatements, type WriteReport, writePlan } from './write-plan.js'
 import { type GroupWriter, writeTogether } from './write-together.js';
 
 export { LeftGroup } from './group-outcomes.js';
-
-/**
- * Default of `groupCommit.maxUnits`: most write phases of units of work committed in one transaction. Below 64 on
- * purpose: PostgreSQL gives each savepoint that writes a subtransaction id, and a transaction holding more than 64
- * overflows its cache of them, which makes every other session's snapshots slower.
- */
-export const DEFAULT_GROUP_MAX_UNITS = 32;
-/**
- * Default of `groupCommit.maxGroups` on PostgreSQL: most group transactions a runtime writes at once. On SQLite it
- * is 1 (`DialectAdapter.groupsAtOnce`).
- */
-export const DEFAULT_GROUP_MAX_GROUPS = 2;
-/**
- * Default of `groupCommit.lockTimeoutMs`: on PostgreSQL, how long a group transaction waits for a row lock another
- * transaction holds before the unit that needs it leaves the group. Far above the time one group holds its rows
- * (a few milliseconds per unit), so units of this runtime that touch one saga still wait for each other's groups.
- */
-export const DEFAULT_GROUP_LOCK_TIMEOUT_MS = 250;
-
-/** The limits of group commit (`groupCommit` of the runtime's options, resolved). */
-export interface GroupLimits {
-  readonly maxUnits: number;
-  readonly maxGroups: number;
-  readonly lockTimeoutMs: number;
-}
 
 /**
  * Writes the write phases of concurrent units of work together (a group commit): the ones that arrive while

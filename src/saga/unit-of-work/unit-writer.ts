@@ -1,5 +1,6 @@
 import type { DatabaseContext } from '../../sql/database-context.js';
-import { GroupCommit, type GroupLimits } from './group-commit.js';
+import type { GroupLimits } from '../runtime-options.js';
+import { GroupCommit } from './group-commit.js';
 import type { UnitWrite } from './unit-write.js';
 import { type WriteReport, writePlan } from './write-plan.js';
 
