@@ -8,8 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type LeaseRenewal, type OutboxEnvelope, SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
-import { drainContinuations } from '../support/flush-hold.js';
-import { lockWaiters, operatorSession } from '../support/row-locks.js';
+import { operatorSession, untilLockWaiters } from '../support/row-locks.js';
 import { rowsOf } from '../support/rows.js';
 import { deferred, uniqueKey, useDatabase } from '../support/suite.js';
 
@@ -100,7 +99,7 @@ describe('a published row another transaction holds locked (postgresql)', () => 
     dispatchers.push(dispatcher);
 
     const pass = dispatcher.runOnce();
-    while ((await lockWaiters(db().orm)) === 0) await drainContinuations();
+    await untilLockWaiters(db().orm);
     expect(published).toEqual(['First']);
     expect(await rows.outbox(second)).toMatchObject([{ outcome: null, deliveryStartedAt: null }]);
     await unlock();

@@ -9,7 +9,7 @@ import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import { drainContinuations } from '../support/flush-hold.js';
-import { stampGate, lockWaiters as waitingForLocks } from '../support/row-locks.js';
+import { lockWaiters, stampGate, untilLockWaiters } from '../support/row-locks.js';
 import { rowsOf } from '../support/rows.js';
 import { uniqueKey, useDatabase } from '../support/suite.js';
 
@@ -59,8 +59,6 @@ describe('outbox relay: stamps written behind the next claim (postgresql)', () =
     return { lock: (_id: string) => gate.close(), release: releaseAndClose };
   }
 
-  const lockWaiters = () => waitingForLocks(db().orm);
-
   it('claims and publishes the next batch while the stamp of the last waits; no third batch until that stamp is written', async () => {
     const clock = new FakeClock('2026-01-05T09:00:00.000Z');
     const ids = await seed(clock, 8);
@@ -92,8 +90,8 @@ describe('outbox relay: stamps written behind the next claim (postgresql)', () =
     expect(unstamped).toEqual(expect.arrayContaining([ids[0], ids[2], ids[3]]));
 
     // The first batch's stamp waits for the row lock; the loop waits for it before it claims a third batch.
-    while ((await lockWaiters()) === 0) await drainContinuations();
-    for (let n = 0; n < 5; n++) await lockWaiters();
+    await untilLockWaiters(db().orm);
+    for (let n = 0; n < 5; n++) await lockWaiters(db().orm);
     expect(claims).toHaveLength(2);
     expect(published).toHaveLength(4);
 
@@ -125,7 +123,7 @@ describe('outbox relay: stamps written behind the next claim (postgresql)', () =
       settled = true;
       return result;
     });
-    while ((await lockWaiters()) === 0) await drainContinuations();
+    await untilLockWaiters(db().orm);
     expect(settled).toBe(false);
     await release();
     expect((await pass).outbox).toMatchObject({ claimed: 2, published: 2 });

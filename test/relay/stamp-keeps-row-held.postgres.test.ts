@@ -9,7 +9,7 @@ import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import { drainContinuations } from '../support/flush-hold.js';
-import { stampGate, lockWaiters as waitingForLocks } from '../support/row-locks.js';
+import { lockWaiters, stampGate, untilLockWaiters } from '../support/row-locks.js';
 import { rowsOf } from '../support/rows.js';
 import { deferred, uniqueKey, useDatabase } from '../support/suite.js';
 
@@ -54,8 +54,6 @@ describe('outbox relay: a row whose stamp waits stays held (postgresql)', () => 
     return { lock: (_id: string) => gate.close(), release: releaseAndClose };
   }
 
-  const lockWaiters = () => waitingForLocks(db().orm);
-
   it('does not claim and publish again a row whose stamp is still being written, after its lease time passed', async () => {
     const clock = new FakeClock('2026-01-05T09:00:00.000Z');
     const [first, second] = await seed(clock, 2);
@@ -96,7 +94,7 @@ describe('outbox relay: a row whose stamp waits stays held (postgresql)', () => 
     dispatcher.start();
 
     while (published.length < 3) await drainContinuations();
-    while ((await lockWaiters()) === 0) await drainContinuations();
+    await untilLockWaiters(db().orm);
 
     // The stall outlasts the lease and the delivery timeout: the loop's next pass claims at the new time.
     clock.advance({ seconds: 60 });
@@ -146,9 +144,9 @@ describe('outbox relay: a row whose stamp waits stays held (postgresql)', () => 
     dispatcher.start();
 
     while (published.length < 2) await drainContinuations();
-    while ((await lockWaiters()) === 0) await drainContinuations();
+    await untilLockWaiters(db().orm);
     // A few round trips: the loop's next pass (nothing left to claim) ends meanwhile.
-    for (let n = 0; n < 5; n++) await lockWaiters();
+    for (let n = 0; n < 5; n++) await lockWaiters(db().orm);
     await release();
     await idle;
     await dispatcher.stop();

@@ -1,7 +1,8 @@
 import type { MikroORM } from '@mikro-orm/core';
 import type { TestDatabase } from './databases.js';
 import { drainContinuations } from './flush-hold.js';
-import { lockWaits, recordStatements } from './pg-statements.js';
+import { recordStatements } from './pg-statements.js';
+import { lockWaiters, untilLockWaiters } from './row-locks.js';
 import type { StepGate } from './step-gate.js';
 
 /**
@@ -30,9 +31,9 @@ export async function gatherOneGroup<R, T>(
   first: () => Promise<R>,
   units: () => T,
 ) {
-  const before = await lockWaits(database.orm);
+  const before = await lockWaiters(database.orm);
   const firstDone = first();
-  while ((await lockWaits(database.orm)) < before + 1) await drainContinuations();
+  await untilLockWaiters(database.orm, before + 1);
   const started = units();
   await gate.all.promise;
   gate.go.resolve();

@@ -1,12 +1,18 @@
 import type { MikroORM } from '@mikro-orm/core';
 import type { FakeClock } from '../../src/testing/index.js';
 import type { Clock } from '../../src/time/clock.js';
+import { drainContinuations } from './flush-hold.js';
 
 /** Backends of `orm`'s database waiting for a lock (PostgreSQL). */
 export async function lockWaiters(orm: MikroORM): Promise<number> {
   const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
   const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
   return row!.n;
+}
+
+/** Resolves once at least `count` backends of `orm`'s database wait for a lock (PostgreSQL); never sleeps. */
+export async function untilLockWaiters(orm: MikroORM, count = 1): Promise<void> {
+  while ((await lockWaiters(orm)) < count) await drainContinuations();
 }
 
 /**

@@ -7,8 +7,8 @@ import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime, type TimerDelivery } from '../../src/index.js';
 import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '../fixtures/scripted-saga.js';
-import { drainContinuations } from '../support/flush-hold.js';
-import { lockWaits, statementsSent } from '../support/pg-statements.js';
+import { statementsSent } from '../support/pg-statements.js';
+import { untilLockWaiters } from '../support/row-locks.js';
 import { refuseInserts, rowsOf } from '../support/rows.js';
 import { uniqueKey, useDatabase } from '../support/suite.js';
 
@@ -84,7 +84,7 @@ describe('a timer delivery writes its saga row and its stamp in one statement (p
       .execute('select 1 from scripted_saga where id = ? for update', [delivery.sagaId], 'all', held.getTransactionContext());
 
     const unit = runtime.deliverTimer(delivery);
-    while ((await lockWaits(db().orm)) < 1) await drainContinuations();
+    await untilLockWaiters(db().orm);
     // The unit waits for the saga row; had it stamped the timer first, it would hold the timer row now.
     const probe = await db().openAnother({ pool: { min: 1, max: 1 } });
     opened.push(probe);

@@ -8,8 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type LeaseRenewal, type OutboxEnvelope, SagaDispatcher, SagaRuntime } from '../../../src/index.js';
 import { FakeClock } from '../../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
-import { drainContinuations } from '../../support/flush-hold.js';
-import { lockWaiters, operatorSession as openOperatorSession } from '../../support/row-locks.js';
+import { operatorSession as openOperatorSession, untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
 import { deferred, uniqueKey, useDatabase } from '../../support/suite.js';
 
@@ -68,11 +67,6 @@ describe('break22: an outbox row another transaction holds locked at its start m
     return types.map((type) => rows.find((row) => row.messageType === type)!.id);
   }
 
-  /** Until a statement waits for a lock (the start mark, for the operator's). */
-  async function untilLockWait() {
-    while ((await lockWaiters(db().orm)) === 0) await drainContinuations();
-  }
-
   async function outboxRow(id: string) {
     const rows = await rowsOf(db().orm).outbox();
     return rows.find((row) => row.id === id)!;
@@ -101,7 +95,7 @@ describe('break22: an outbox row another transaction holds locked at its start m
       { concurrency: 1 },
     );
     const pass = dispatcher.runOnce();
-    await untilLockWait();
+    await untilLockWaiters(db().orm);
     expect(published).toEqual(['X']);
     await operator.rollback();
     expect((await pass).outbox).toMatchObject({ claimed: 4, published: 4, released: 0 });
@@ -125,7 +119,7 @@ describe('break22: an outbox row another transaction holds locked at its start m
       if (envelope.id === a) await operator.lock(b!);
     });
     const pass = dispatcher.runOnce();
-    await untilLockWait();
+    await untilLockWaiters(db().orm);
     await operator.rollback();
     expect((await pass).outbox).toMatchObject({ claimed: 3, published: 3, released: 0, failed: 0 });
     expect(await outboxRow(b!)).toMatchObject({ outcome: 'published', attempts: 0, lastError: null });
@@ -260,7 +254,7 @@ describe('break22: an outbox row another transaction holds locked at its start m
       }
     });
     const pass = dispatcher.runOnce();
-    await untilLockWait();
+    await untilLockWaiters(db().orm);
     await operator.commit();
     expect((await pass).outbox).toMatchObject({ published: 1, lost: 1 });
     clock.advance(31_000);

@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../../../src/index.js';
 import { ORM_MAJOR } from '../../../src/orm/orm-major.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
-import { driverPg, KYSELY_TRANSACTIONS, lockWaits, statementsSent } from '../../support/pg-statements.js';
+import { driverPg, KYSELY_TRANSACTIONS, statementsSent } from '../../support/pg-statements.js';
+import { untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
 import { AfterStart, BeforeCommit, type KyselyEm } from '../../support/transaction-hooks.js';
@@ -265,7 +266,7 @@ describe.runIf(ORM_MAJOR === 7)('break17: the unit transaction held on a pg conn
       };
       const handled = runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc', by: 9 }] }).catch((error: unknown) => error);
       try {
-        while ((await lockWaits(db().orm)) === 0) await Promise.resolve();
+        await untilLockWaiters(db().orm);
         controller.abort(new Error('caller gave up'));
       } finally {
         await holder.rollback();

@@ -8,6 +8,7 @@ import { defineSaga, type HandleResult, SagaPersistenceError, SagaRuntime, type 
 import { ScriptedSaga } from '../../fixtures/scripted-saga.js';
 import { DIALECTS } from '../../support/databases.js';
 import { drainContinuations, FlushHold } from '../../support/flush-hold.js';
+import { untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
 import { StepGate } from '../../support/step-gate.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
@@ -307,7 +308,7 @@ describe('group commit (postgresql only)', () => {
     gate1.go.resolve();
     await held.reached.promise;
     gate2.go.resolve();
-    await waitForLockWait(db().orm);
+    await untilLockWaiters(db().orm);
     held.release.resolve();
     const [r1x, r1y] = (await Promise.all(group1)) as HandleResult[];
     const [r2y, r2x] = (await Promise.all(group2)) as HandleResult[];
@@ -321,11 +322,3 @@ describe('group commit (postgresql only)', () => {
 });
 
 /** Waits (on the database's own report, not on time) until a backend of the test database waits for a row lock. */
-async function waitForLockWait(orm: MikroORM): Promise<void> {
-  const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
-  for (;;) {
-    const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
-    if (row!.n > 0) return;
-    await drainContinuations();
-  }
-}

@@ -18,7 +18,7 @@ import { lockTimeoutSql } from '../../../src/saga/unit-of-work/group-commit.js';
 import { FakeClock } from '../../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { drainContinuations, FlushHold } from '../../support/flush-hold.js';
-import { lockWaiters, recordingClock, rowLocker } from '../../support/row-locks.js';
+import { lockWaiters, recordingClock, rowLocker, untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
 import { deferred, uniqueKey, useDatabase } from '../../support/suite.js';
 
@@ -193,7 +193,7 @@ describe('group commit and a row held by another transaction (postgresql)', () =
 
     const unit = runtime.handle(saga, { type: 'Do', key: held, inc: 5 });
     // Left its group (20 ms), then waits alone: a lock waiter until the row is released.
-    while ((await lockWaiters(db().orm)) === 0) await new Promise((resolve) => setImmediate(resolve));
+    await untilLockWaiters(db().orm);
     await release();
     expect(await unit).toMatchObject({ outcome: 'handled', version: 1, attempts: 1, conflicts: 0 });
     expect(await rows.saga(held)).toMatchObject({ counter: 5, version: 1 });

@@ -6,7 +6,7 @@ import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime } from '../../../src/index.js';
 import { ScriptedSaga } from '../../fixtures/scripted-saga.js';
-import { lockWaiters, rowLocker } from '../../support/row-locks.js';
+import { rowLocker, untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
 import { deferred, uniqueKey, useDatabase } from '../../support/suite.js';
 
@@ -62,7 +62,7 @@ describe('the lock bound of a group of one on the version guard (postgresql)', (
     const unit = runtime.handle(saga, { type: 'Send', key });
     // Ran its step again: it left its group, which only the group's bound (20 ms) makes it do while the row is held.
     await ranAgain.promise;
-    while ((await lockWaiters(db().orm)) === 0) await new Promise((resolve) => setImmediate(resolve));
+    await untilLockWaiters(db().orm);
     await release();
     expect(await unit).toMatchObject({ outcome: 'handled', version: 0, attempts: 1, conflicts: 0 });
     const rows = rowsOf(db().orm);

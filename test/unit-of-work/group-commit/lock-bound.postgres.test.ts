@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime } from '../../../src/index.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { statementsSent } from '../../support/pg-statements.js';
-import { lockWaiters, rowLocker } from '../../support/row-locks.js';
+import { rowLocker, untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
 
@@ -66,7 +66,7 @@ describe('break19: the lock bound as a statement of its own (postgresql)', () =>
     expect(second, 'the step ran again after the bound ended the wait').toBeDefined();
     expect(second! - first!).toBeGreaterThanOrEqual(250);
     expect(second! - first!).toBeLessThan(2_000);
-    while ((await lockWaiters(db().orm)) === 0) await sleep(5);
+    await untilLockWaiters(db().orm);
     await release();
     expect(await unit).toMatchObject({ outcome: 'handled' });
     expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 1 });

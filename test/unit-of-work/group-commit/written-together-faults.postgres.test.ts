@@ -8,7 +8,8 @@ import { defineSaga, SagaRuntime } from '../../../src/index.js';
 import { ScriptedSaga } from '../../fixtures/scripted-saga.js';
 import { drainContinuations } from '../../support/flush-hold.js';
 import { gatherOneGroup, holdRow } from '../../support/one-group.js';
-import { lockWaits, TOGETHER_START } from '../../support/pg-statements.js';
+import { TOGETHER_START } from '../../support/pg-statements.js';
+import { untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
 import { StepGate } from '../../support/step-gate.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
@@ -215,7 +216,7 @@ describe('units written together, attacked (postgresql)', () => {
       }
       await conn.execute('select pg_terminate_backend(?)', [pids[0]!.pid]);
       // The group is written again (a unit at a time) on another connection: it waits for the held row again.
-      while ((await lockWaits(db().orm)) < 1) await drainContinuations();
+      await untilLockWaiters(db().orm);
       await held.release();
       const results = { free: await started.free, held: await started.held };
       recording.stop();
