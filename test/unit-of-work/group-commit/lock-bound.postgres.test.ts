@@ -1,38 +1,51 @@
-// break19: the lock bound of a unit's transaction on PostgreSQL now goes as `select set_config(...)` of its own in
-// the string of the unit's first statement (`begin; select set_config(...); update ...; commit`), not as a WITH query
-// of the saga row's UPDATE (write-plan.ts runPlanStatements, commit 121f7ba). Attacks: the bound must still end a
-// wait on a row another transaction holds (both majors), an application's lower `lock_timeout` must be kept, an
-// `onQuery` hook that tags or rewrites statements must not leave the transaction open, and the bound must not
-// outlive the unit on the pooled connection.
-import type { MikroORM, Options } from '@mikro-orm/core';
+// The lock bound on PostgreSQL: a group's transaction waits at most `groupCommit.lockTimeoutMs` for a row lock
+// (`lock_timeout` for the transaction, set by a statement of its own in the string of the unit's first statement,
+// or as a WITH query of the saga row's UPDATE). A unit that meets a row another transaction holds leaves its group
+// at the bound, runs its step again and commits once the row is free, whether it writes columns or only the version
+// guard. An application's lower `lock_timeout` is kept, the bound does not outlive the unit's transaction, an
+// `onQuery` hook that tags or rewrites statements leaves no transaction open, and a saga table or column named like
+// the WITH query's writes as any other.
+import { defineEntity, type MikroORM, type Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { defineSaga, SagaRuntime } from '../../../src/index.js';
+import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../../../src/index.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { statementsSent } from '../../support/pg-statements.js';
 import { rowLocker, untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
-import { uniqueKey, useDatabase } from '../../support/suite.js';
+import { deferred, uniqueKey, useDatabase } from '../../support/suite.js';
 
-type Msg = { readonly type: 'Start'; readonly key: string } | { readonly type: 'Bump'; readonly key: string };
-/** When each run of a key's Bump step began (ms, performance.now()). */
+type Msg =
+  | { readonly type: 'Start'; readonly key: string }
+  | { readonly type: 'Bump'; readonly key: string }
+  | { readonly type: 'Send'; readonly key: string };
+/** When each run of a key's Bump or Send step began (ms, performance.now()). */
 const runs = new Map<string, number[]>();
+/** Resolved when the step of a key runs for the second time (its unit left its group and read again). */
+const secondRun = new Map<string, ReturnType<typeof deferred<void>>>();
+function ran(key: string) {
+  runs.set(key, [...(runs.get(key) ?? []), performance.now()]);
+  if (runs.get(key)!.length === 2) secondRun.get(key)?.resolve();
+}
 const saga = defineSaga<ScriptedSaga, Msg>({
   name: 'scripted',
   state: ScriptedSaga,
-  correlation: { property: 'key', from: { Start: (m) => m.key, Bump: (m) => m.key } },
+  correlation: { property: 'key', from: { Start: (m) => m.key, Bump: (m) => m.key, Send: (m) => m.key } },
   startedBy: ['Start'],
   steps: {
     Start: () => undefined,
     Bump: (state, message) => {
-      runs.set(message.key, [...(runs.get(message.key) ?? []), performance.now()]);
+      ran(message.key);
       state.counter += 1;
+    },
+    // Changes no column: the saga row is written with the version guard only, the outbox row after it.
+    Send: (_state, message, ctx) => {
+      ran(message.key);
+      ctx.send({ type: 'Sent' });
     },
   },
 });
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-describe('break19: the lock bound as a statement of its own (postgresql)', () => {
+describe('the lock bound of a unit on a held row (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
   const opened: MikroORM[] = [];
   const releases: (() => Promise<unknown>)[] = [];
@@ -57,19 +70,40 @@ describe('break19: the lock bound as a statement of its own (postgresql)', () =>
     const runtime = new SagaRuntime({ em: orm.em, sagas: [saga], groupCommit: { lockTimeoutMs: 300 } });
     const key = uniqueKey('bound');
     await runtime.handle(saga, { type: 'Start', key });
+    const ranAgain = deferred();
+    secondRun.set(key, ranAgain);
     const release = await hold(key);
-    const started = performance.now();
     const unit = runtime.handle(saga, { type: 'Bump', key });
-    // The bound ends the group's wait: the step runs again (the unit left its group) well before 3 s.
-    while ((runs.get(key)?.length ?? 0) < 2 && performance.now() - started < 3_000) await sleep(5);
-    const [first, second] = runs.get(key) ?? [];
-    expect(second, 'the step ran again after the bound ended the wait').toBeDefined();
+    // The bound ends the group's wait: the step runs again (the unit left its group) while the row is still held.
+    await ranAgain.promise;
+    const [first, second] = runs.get(key)!;
     expect(second! - first!).toBeGreaterThanOrEqual(250);
     expect(second! - first!).toBeLessThan(2_000);
     await untilLockWaiters(db().orm);
     await release();
     expect(await unit).toMatchObject({ outcome: 'handled' });
     expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 1 });
+  });
+
+  it('a unit that only guards the version on a held row leaves its group after the bound and commits once the row is free', async () => {
+    const key = uniqueKey('guard-held');
+    await new SagaRuntime({ em: db().orm.em, sagas: [saga] }).handle(saga, { type: 'Start', key });
+    const release = await hold(key);
+    const ranAgain = deferred();
+    secondRun.set(key, ranAgain);
+    const runtime = new SagaRuntime({
+      em: db().orm.em,
+      sagas: [saga],
+      groupCommit: { lockTimeoutMs: 20 },
+      concurrency: { maxAttempts: 1 },
+    });
+    const unit = runtime.handle(saga, { type: 'Send', key });
+    // Ran its step again: it left its group, which only the group's bound (20 ms) makes it do while the row is held.
+    await ranAgain.promise;
+    await untilLockWaiters(db().orm);
+    await release();
+    expect(await unit).toMatchObject({ outcome: 'handled', version: 0, attempts: 1, conflicts: 0 });
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ version: 0 });
   });
 
   it("an application's lower lock_timeout (the database's default for new sessions) is kept by the bound", async () => {
@@ -163,76 +197,76 @@ describe('break19: the lock bound as a statement of its own (postgresql)', () =>
   });
 });
 
-// Found by break19 (failed on both majors until commitUnit logged it; predates 121f7ba/48b0899): a COMMIT sent in the
-// string of a unit's only statement (`begin; select set_config(...); update ...\n; commit`) never appeared in
-// MikroORM's query log: the log showed BEGIN, the bound and the UPDATE, and no end of the transaction.
-describe("break19: MikroORM's query log against what was sent (postgresql)", () => {
-  const db = useDatabase('postgresql', [ScriptedSaga]);
-  for (const [name, actions] of [
-    ['a message that changes nothing (completed saga)', [{ op: 'inc' }]],
-    ['a one-UPDATE message', [{ op: 'note', text: 'x' }]],
-  ] as const) {
-    it(`${name}: the log claims no BEGIN, lock bound or COMMIT that was not sent`, async () => {
-      const logged: string[] = [];
-      const orm = await db().openAnother({
-        debug: ['query'],
-        // biome-ignore lint/suspicious/noControlCharactersInRegex: MikroORM colours its log lines
-        logger: (line: string) => void logged.push(line.replace(/\x1b\[[0-9;]*m/g, '').toLowerCase()),
-      });
-      try {
-        const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga] });
-        const key = uniqueKey('log');
-        await runtime.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'complete' }] });
-        logged.length = 0;
-        const sent = await statementsSent(() => runtime.handle(scriptedSaga, { type: 'Do', key, actions }));
-        const count = (lines: readonly string[], pattern: RegExp) => lines.filter((line) => pattern.test(line)).length;
-        const sentText = sent.join('\n').toLowerCase();
-        const inSent = (pattern: RegExp) => (sentText.match(new RegExp(pattern.source, 'g')) ?? []).length;
-        expect({
-          begin: count(logged, /\bbegin\b/),
-          bound: count(logged, /set_config/),
-          commit: count(logged, /\bcommit\b/),
-        }).toEqual({ begin: inSent(/\bbegin\b/), bound: inSent(/set_config/), commit: inSent(/\bcommit\b/) });
-      } finally {
-        await orm.close();
-      }
-    });
-  }
+class BoundNamedSaga extends SagaState {
+  key!: string;
+  count: number = 0;
+}
+const BoundNamedSagaSchema = defineEntity({
+  class: BoundNamedSaga,
+  extends: SagaStateSchema,
+  tableName: 'saga_lock_bound',
+  properties: {
+    key: { type: 'string', fieldName: 'key', unique: true },
+    count: { type: 'integer', fieldName: 'own' },
+  },
 });
 
-// Found by break19 (failed on both majors until BEGIN was logged when sent; predates 121f7ba/48b0899): on PostgreSQL
-// BEGIN was logged when the connection was taken, before it went (with the first statement): a unit that ended
-// before any statement (an afterTransactionStart subscriber threw) logged a BEGIN that was never sent.
-describe("break19: MikroORM's query log when a unit ends before its first statement (postgresql)", () => {
-  const db = useDatabase('postgresql', [ScriptedSaga]);
-  it('an afterTransactionStart subscriber throws: the log claims no BEGIN (nor ROLLBACK) that was not sent', async () => {
-    const logged: string[] = [];
-    const orm = await db().openAnother({
-      debug: ['query'],
-      // biome-ignore lint/suspicious/noControlCharactersInRegex: MikroORM colours its log lines
-      logger: (line: string) => void logged.push(line.replace(/\x1b\[[0-9;]*m/g, '').toLowerCase()),
-    });
-    try {
-      const subscriber = { armed: false, afterTransactionStart: async () => {} };
-      subscriber.afterTransactionStart = async () => {
-        if (subscriber.armed) throw new Error('refused at start');
-      };
-      orm.em.getEventManager().registerSubscriber(subscriber as never);
-      const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], concurrency: { maxAttempts: 1 } });
-      const key = uniqueKey('start-throws');
-      await runtime.handle(scriptedSaga, { type: 'Start', key });
-      logged.length = 0;
-      subscriber.armed = true;
-      const sent = await statementsSent(() =>
-        runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }).catch(() => undefined),
-      );
-      const sentText = sent.join('\n').toLowerCase();
-      expect({
-        begin: logged.filter((line) => /\bbegin\b/.test(line)).length,
-        bound: logged.filter((line) => /set_config/.test(line)).length,
-      }).toEqual({ begin: (sentText.match(/\bbegin\b/g) ?? []).length, bound: (sentText.match(/set_config/g) ?? []).length });
-    } finally {
-      await orm.close();
-    }
+class OwnIdSaga extends SagaState {
+  key!: string;
+  count: number = 0;
+}
+const OwnIdSagaSchema = defineEntity({
+  class: OwnIdSaga,
+  extends: SagaStateSchema,
+  tableName: 'Own_Id_Saga',
+  properties: {
+    id: { type: 'uuid', fieldName: 'own', primary: true },
+    version: { type: 'integer', fieldName: 'set_config', concurrencyCheck: true },
+    key: { type: 'string', fieldName: 'key', unique: true },
+    count: { type: 'integer', fieldName: 'count' },
+  },
+});
+
+type NamedMsg = { type: 'Start'; key: string } | { type: 'Go'; key: string } | { type: 'Send'; key: string };
+/** Both state classes have the same properties. */
+function namedSaga(name: string, state: new () => BoundNamedSaga) {
+  return defineSaga<BoundNamedSaga, NamedMsg>({
+    name,
+    state,
+    correlation: { property: 'key', from: { Start: (m) => m.key, Go: (m) => m.key, Send: (m) => m.key } },
+    startedBy: ['Start'],
+    steps: {
+      Start() {},
+      Go(s) {
+        s.count++;
+      },
+      // Changes no column: the version guard, with the outbox row after it.
+      Send(_s, _m, ctx) {
+        ctx.send({ type: 'Sent' });
+      },
+    },
   });
+}
+
+describe('the lock bound WITH query and the names of a saga table (postgresql)', () => {
+  const db = useDatabase('postgresql', [BoundNamedSagaSchema, OwnIdSagaSchema]);
+
+  for (const [name, state] of [
+    ['table saga_lock_bound', BoundNamedSaga],
+    ['id column own, version column set_config', OwnIdSaga],
+  ] as const) {
+    it(`updates and guards the saga row: ${name}`, async () => {
+      const saga = namedSaga(name.replace(/\W/g, '_'), state as new () => BoundNamedSaga);
+      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
+      const key = uniqueKey('bound');
+      await runtime.handle(saga, { type: 'Start', key });
+      expect(await runtime.handle(saga, { type: 'Go', key })).toMatchObject({ outcome: 'handled', version: 1 });
+      expect(await runtime.handle(saga, { type: 'Send', key })).toMatchObject({ outcome: 'handled', version: 1 });
+      expect(await runtime.handle(saga, { type: 'Go', key })).toMatchObject({ outcome: 'handled', version: 2 });
+      const row = await db()
+        .orm.em.fork()
+        .findOneOrFail(state as new () => BoundNamedSaga, { key });
+      expect({ count: row.count, version: row.version }).toEqual({ count: 2, version: 2 });
+    });
+  }
 });
