@@ -311,7 +311,14 @@ describe('a unit writing two timers of its saga vs the lease renewal of both (po
     const delivery = await claimTimer(db().orm, higher!, { type: 'Tick', cancel: lower!.name });
     const release = await holdAfterStamp();
 
-    const unitRuntime = new SagaRuntime({ em: (await open(2)).em, sagas: [definition], concurrency: { baseDelayMs: 0 } });
+    // A bound far above the test's waits: the unit keeps its rows while held, rather than leave its group after
+    // 250 ms and let the renewal through before it waits (then no second lock waiter ever comes).
+    const unitRuntime = new SagaRuntime({
+      em: (await open(2)).em,
+      sagas: [definition],
+      concurrency: { baseDelayMs: 0 },
+      groupCommit: { lockTimeoutMs: 60_000 },
+    });
     const unit = unitRuntime.deliverTimer(delivery);
     await untilLockWaiters(db().orm, 1); // the unit stamped its timer and waits for the advisory lock
     const renewal = dispatcherStatement(
