@@ -1,6 +1,9 @@
-// em.commit() flushes before it sends COMMIT. What that flush throws (an application's flush subscriber, or MikroORM
-// rejecting a change set before any SQL) happened before COMMIT was sent: the transaction is rolled back and nothing
-// was written. It must be reported as such (PERSISTENCE_FAILED), never as a COMMIT whose outcome is unknown.
+// What a unit reports when an application's MikroORM subscriber throws around its COMMIT, on every database.
+// em.commit() flushes before it sends COMMIT: what that flush throws (a flush subscriber, or MikroORM rejecting a
+// change set before any SQL) happened before COMMIT was sent, so nothing was written (PERSISTENCE_FAILED), never an
+// unknown outcome. An afterTransactionCommit that throws (an audit or cache hook, run for the runtime's own
+// transactions, a group's included) runs after the COMMIT applied: the unit is never reported as "nothing was
+// written", but as an unknown outcome (COMMIT_OUTCOME_UNKNOWN).
 import type { EntityManager, EventSubscriber, FlushEventArgs, MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../../src/index.js';
@@ -24,15 +27,25 @@ class ThrowOnSecondFlush implements EventSubscriber {
   }
 }
 
+/** Throws in the first afterTransactionCommit after it is armed. */
+class ThrowAfterCommit implements EventSubscriber {
+  armed = false;
+  afterTransactionCommit(): void {
+    if (!this.armed) return;
+    this.armed = false;
+    throw new Error('audit hook failed');
+  }
+}
+
 for (const dialect of DIALECTS) {
-  describe(`a flush failing before COMMIT is sent (${dialect})`, () => {
+  describe(`a subscriber throwing around COMMIT (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
     const opened: MikroORM[] = [];
     afterEach(async () => {
       for (const orm of opened.splice(0)) await orm.close();
     });
 
-    it('is reported as a failed write with nothing written, not as an unknown COMMIT outcome', async () => {
+    it('a flush failing before COMMIT is sent is reported as a failed write with nothing written, not as an unknown COMMIT outcome', async () => {
       const orm = await db().openAnother();
       opened.push(orm);
       const hook = new ThrowOnSecondFlush();
@@ -52,5 +65,26 @@ for (const dialect of DIALECTS) {
       expect(await runtime.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'inc' }] })).toMatchObject({ outcome: 'started' });
       expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 0 });
     });
+
+    for (const groupCommit of [undefined, false] as const) {
+      it(`a unit whose COMMIT applied is never reported as "nothing was written" (groupCommit ${String(groupCommit)})`, async () => {
+        const orm = await db().openAnother();
+        opened.push(orm);
+        const hook = new ThrowAfterCommit();
+        orm.em.getEventManager().registerSubscriber(hook);
+        const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], ...(groupCommit === false ? { groupCommit } : {}) });
+        const key = uniqueKey('hook');
+        hook.armed = true;
+        const outcome = await runtime.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'inc' }] }).then(
+          (result) => ({ result }),
+          (error: unknown) => ({ error }),
+        );
+        expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 0 }); // the COMMIT applied
+        expect(outcome).toHaveProperty('error');
+        const error = (outcome as { error: Error & { code?: string } }).error;
+        expect(error.code).toBe('COMMIT_OUTCOME_UNKNOWN');
+        expect(error.message).not.toMatch(/nothing (of it )?was written/i);
+      });
+    }
   });
 }

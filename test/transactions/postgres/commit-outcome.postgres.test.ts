@@ -1,13 +1,19 @@
-// Issue 6 point 7 (PostgreSQL): a COMMIT whose outcome is unknown is reported as such, never as "nothing was written".
-// SQLite runs COMMIT in-process: it returns or leaves the transaction uncommitted, so its outcome is always known
+// The outcome of a unit's COMMIT on PostgreSQL: one whose answer was lost is reported unknown (COMMIT_OUTCOME_UNKNOWN),
+// never as "nothing was written"; one that never reached the server (the connection dropped at BEGIN, or the session
+// ended before the unit sent anything) is a known failure with nothing written. SQLite runs COMMIT in-process: it
+// returns or leaves the transaction uncommitted, so its outcome is always known
 // (DialectAdapter.commitCanFailAfterApplying is false there; a failed COMMIT is classified like any other write).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { MikroORM, Options } from '@mikro-orm/core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SagaPersistenceError, SagaRuntime } from '../../../src/index.js';
+import { queryRows } from '../../../src/sql/sql-executor.js';
 import { FakeClock } from '../../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { rowsOf } from '../../support/rows.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
 import { CommitDroppingProxy } from '../../support/tcp-proxy.js';
+import { AfterStart } from '../../support/transaction-hooks.js';
 
 describe('commit outcome unknown (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
@@ -95,5 +101,56 @@ describe('commit outcome unknown (postgresql)', () => {
     expect(error).toMatchObject({ code: 'PERSISTENCE_FAILED' });
     expect(await rows.saga(key)).toMatchObject({ version: 0, counter: 0 });
     expect(await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })).toMatchObject({ version: 1 });
+  });
+});
+
+describe('a unit whose session ended before it sent anything (postgresql)', () => {
+  const db = useDatabase('postgresql', [ScriptedSaga]);
+  const opened: MikroORM[] = [];
+  afterEach(async () => {
+    for (const orm of opened.splice(0)) await orm.close();
+  });
+
+  // The session ends (pg_terminate_backend, a restart, an idle-session timeout) after the connection was taken from
+  // the pool, before the unit sent anything: its BEGIN + UPDATE + COMMIT string is never sent (pg refuses a client
+  // whose connection failed, with no SQLSTATE). The outcome is known: nothing was written, the message can be handled
+  // again at once; a failure without a server's error code must not be taken for COMMIT's.
+  it('reports a known outcome (not COMMIT_OUTCOME_UNKNOWN) and writes nothing', async () => {
+    const orm = await db().openAnother({ pool: { min: 0, max: 1 } } as Partial<Options>);
+    opened.push(orm);
+    const afterStart = new AfterStart();
+    orm.em.getEventManager().registerSubscriber(afterStart);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], groupCommit: false });
+    const key = uniqueKey('ended-session');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    // The pool's only connection: the one the next unit takes.
+    const [{ pid }] = (await queryRows<{ pid: number }>(orm.em.fork(), 'select pg_backend_pid() as pid', [])) as [{ pid: number }];
+    const other = db().orm.em;
+    afterStart.work = async () => {
+      await queryRows(other.fork(), `select pg_terminate_backend(${pid})`, []);
+      // Until the backend has gone (its FATAL message sent), then one more round trip so the client reads it.
+      for (;;) {
+        const [row] = await queryRows<{ n: number }>(
+          other.fork(),
+          `select count(*)::int as n from pg_stat_activity where pid = ${pid}`,
+          [],
+        );
+        if (row!.n === 0) break;
+      }
+      await queryRows(other.fork(), 'select 1', []);
+    };
+    const error = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(afterStart.work).toBeUndefined();
+    const [before] = await queryRows<{ counter: number }>(other.fork(), `select counter from scripted_saga where key = '${key}'`, []);
+    expect(before!.counter).toBe(0);
+    expect(error).toBeInstanceOf(SagaPersistenceError);
+    expect((error as SagaPersistenceError).code).not.toBe('COMMIT_OUTCOME_UNKNOWN');
+    // The next message is handled on a fresh connection.
+    await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
+    const [after] = await queryRows<{ counter: number }>(other.fork(), `select counter from scripted_saga where key = '${key}'`, []);
+    expect(after!.counter).toBe(1);
   });
 });
