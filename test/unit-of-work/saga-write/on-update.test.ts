@@ -1,12 +1,11 @@
-// break20: hostile review of dbdab2b ("onUpdate callbacks run once per unit of work"). The promise
-// (docs/guarantees.md): a property's `onUpdate` callback (on the state or an embeddable it embeds) runs once per
-// unit of work that changes the row, as in a plain MikroORM flush. dbdab2b's computeChangeSetsOnce put back the values
-// the step phase's change-set computation assigned; the three findings below showed that was not enough. It now takes
-// the callbacks off the metadata while the step phase computes the change set: only the flush calls them.
+// A property's `onUpdate` callback (on the state or on an embeddable it embeds) runs once per unit of work that
+// changes the row, as in a plain MikroORM flush (docs/guarantees.md): the step phase computes the change set to see
+// what changed with the callbacks taken off the metadata, so only the flush calls them. An entity with an `onUpdate`
+// property is left to MikroORM's flush (not the write phase's own UPDATE), which would compute its change set again.
 import { defineEntity } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaDispatcher, SagaRuntime, SagaState, SagaStateSchema, SagaTimer, silentLogger } from '../../../src/index.js';
-import { computeChangeSetsOnce } from '../../../src/orm/index.js';
+import { computeChangeSetsOnce, plainRowUpdate } from '../../../src/orm/index.js';
 import { FakeClock } from '../../../src/testing/index.js';
 import { DIALECTS } from '../../support/databases.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
@@ -36,7 +35,7 @@ class CountedSaga extends SagaState {
 const CountedSagaSchema = defineEntity({
   class: CountedSaga,
   extends: SagaStateSchema,
-  tableName: 'break20_counted_saga',
+  tableName: 'counted_saga',
   properties: {
     key: { type: 'string', fieldName: 'key', unique: true },
     count: { type: 'integer', fieldName: 'count' },
@@ -66,7 +65,7 @@ type CountedMessage =
 const byKey = (m: { readonly key: string }) => m.key;
 
 const countedSaga = defineSaga<CountedSaga, CountedMessage>({
-  name: 'break20-counted',
+  name: 'counted',
   state: CountedSaga,
   correlation: {
     property: 'key',
@@ -107,7 +106,7 @@ class LoggedSaga extends SagaState {
 const LoggedSagaSchema = defineEntity({
   class: LoggedSaga,
   extends: SagaStateSchema,
-  tableName: 'break20_logged_saga',
+  tableName: 'logged_saga',
   properties: {
     key: { type: 'string', fieldName: 'key', unique: true },
     count: { type: 'integer', fieldName: 'count' },
@@ -125,7 +124,7 @@ const LoggedSagaSchema = defineEntity({
 type LoggedMessage = { readonly type: 'Start'; readonly key: string } | { readonly type: 'Inc'; readonly key: string };
 
 const loggedSaga = defineSaga<LoggedSaga, LoggedMessage>({
-  name: 'break20-logged',
+  name: 'logged',
   state: LoggedSaga,
   correlation: { property: 'key', from: { Start: byKey, Inc: byKey } },
   startedBy: ['Start'],
@@ -137,10 +136,65 @@ const loggedSaga = defineSaga<LoggedSaga, LoggedMessage>({
   },
 });
 
+/** An embeddable with a revision counter of its own, bumped the same way (MikroORM walks into embeddables). */
+class Audit {
+  edits: number = 0;
+}
+
+const AuditSchema = defineEntity({
+  class: Audit,
+  embeddable: true,
+  properties: { edits: { type: 'integer', onUpdate: (audit: Audit) => audit.edits + 1 } },
+});
+
+/** A saga with a revision counter MikroORM bumps whenever it computes an update, and a JSON column. */
+class RevisedSaga extends SagaState {
+  key!: string;
+  count: number = 0;
+  revision: number = 0;
+  data: { tags: string[] } = { tags: [] };
+  audit: Audit = new Audit();
+}
+
+const RevisedSagaSchema = defineEntity({
+  class: RevisedSaga,
+  extends: SagaStateSchema,
+  tableName: 'revised_saga',
+  properties: {
+    key: { type: 'string', fieldName: 'key', unique: true },
+    count: { type: 'integer', fieldName: 'count' },
+    revision: { type: 'integer', fieldName: 'revision', onUpdate: (saga: RevisedSaga) => saga.revision + 1 },
+    data: { type: 'json', fieldName: 'data' },
+    audit: { kind: 'embedded', entity: () => Audit },
+  },
+});
+
+type Message =
+  | { readonly type: 'Start'; readonly key: string }
+  | { readonly type: 'Inc'; readonly key: string }
+  | { readonly type: 'Tag'; readonly key: string; readonly tag: string };
+
+const revisedSaga = defineSaga<RevisedSaga, Message>({
+  name: 'revised',
+  state: RevisedSaga,
+  correlation: { property: 'key', from: { Start: (m) => m.key, Inc: (m) => m.key, Tag: (m) => m.key } },
+  startedBy: ['Start'],
+  steps: {
+    Start() {},
+    Inc(saga) {
+      saga.count++;
+    },
+    Tag(saga, message) {
+      saga.data = { tags: [...saga.data.tags, message.tag] };
+    },
+  },
+});
+
 for (const dialect of DIALECTS) {
-  describe(`break20: onUpdate once per unit of work (${dialect})`, () => {
-    const db = useDatabase(dialect, [CountedSagaSchema, StampSchema, LoggedSagaSchema]);
+  describe(`onUpdate once per unit of work (${dialect})`, () => {
+    const db = useDatabase(dialect, [CountedSagaSchema, StampSchema, LoggedSagaSchema, RevisedSagaSchema, AuditSchema]);
     const read = (key: string) => db().orm.em.fork().findOneOrFail(CountedSaga, { key });
+    const readRevised = (key: string) => db().orm.em.fork().findOneOrFail(RevisedSaga, { key });
     const runtimeOf = (options: { groupCommit?: false; clock?: FakeClock } = {}) =>
       new SagaRuntime({ em: db().orm.em, sagas: [countedSaga, loggedSaga], ...options });
     const started = async (runtime: SagaRuntime, prefix: string) => {
@@ -167,10 +221,8 @@ for (const dialect of DIALECTS) {
       expect((await db().orm.em.fork().findOneOrFail(LoggedSaga, { key })).history).toEqual(['edit 1']);
     });
 
-    // Found by break20 (fixed: the step phase no longer calls the callbacks): computeChangeSetsOnce put back the values onUpdate returned, but the callback itself still ran in
-    // the step phase: it is called twice per unit of work (once there, once in the flush), where a plain MikroORM
-    // flush calls it once. Any callback with an effect besides its return value (a counter, a sequence, an audit
-    // call, a query through its `em` argument) sees two updates per unit of work.
+    // A callback with an effect besides its return value (a counter, a sequence, an audit call, a query through its
+    // `em` argument) sees one update per unit of work.
     it('calls a state property’s onUpdate callback once per unit of work that changes the row', async () => {
       const runtime = runtimeOf();
       const key = await started(runtime, 'calls');
@@ -180,9 +232,7 @@ for (const dialect of DIALECTS) {
       expect(calls.get(key)).toBe(1);
     });
 
-    // Found by break20 (fixed, as above): the put-back was by reference. An onUpdate that changes its value in place and returns it (an edit
-    // log pushed to a JSON array) keeps the step phase's change, and the flush's run changes it again: every unit
-    // of work appends two entries, where a plain MikroORM flush appends one.
+    // An onUpdate that changes its value in place and returns it (an edit log pushed to a JSON array).
     it('an onUpdate that appends to its JSON value in place appends once per unit of work', async () => {
       const runtime = runtimeOf();
       const key = uniqueKey('history');
@@ -192,7 +242,7 @@ for (const dialect of DIALECTS) {
       expect(saga.history).toEqual(['edit 1']);
     });
 
-    it('holds: a step that changes nothing runs no onUpdate and writes nothing', async () => {
+    it('a step that changes nothing runs no onUpdate and writes nothing', async () => {
       const runtime = runtimeOf();
       const key = await started(runtime, 'nothing');
       calls.delete(key);
@@ -203,7 +253,7 @@ for (const dialect of DIALECTS) {
       expect([saga.revision, saga.stamp.edits, saga.version]).toEqual([0, 0, 0]);
     });
 
-    it('holds: concurrent units on one saga (version conflicts retried): one revision per unit written', async () => {
+    it('concurrent units on one saga (version conflicts retried): one revision per unit written', async () => {
       const runtime = runtimeOf();
       const key = await started(runtime, 'race');
       const n = 6;
@@ -214,7 +264,7 @@ for (const dialect of DIALECTS) {
       if (dialect === 'postgresql') expect(results.some((r) => r.conflicts > 0)).toBe(true);
     });
 
-    it('holds: units of several sagas written in one group: one revision each', async () => {
+    it('units of several sagas written in one group: one revision each', async () => {
       const runtime = runtimeOf();
       const keys = await Promise.all(Array.from({ length: 8 }, () => started(runtime, 'group')));
       await Promise.all(keys.map((key) => runtime.handle(countedSaga, { type: 'Inc', key })));
@@ -223,7 +273,7 @@ for (const dialect of DIALECTS) {
       expect(sagas.map((s) => [s.revision, s.stamp.edits, s.version])).toEqual(keys.map(() => [2, 2, 2]));
     });
 
-    it('holds: without group commit too', async () => {
+    it('without group commit too', async () => {
       const runtime = runtimeOf({ groupCommit: false });
       const key = await started(runtime, 'solo');
       await runtime.handle(countedSaga, { type: 'Inc', key });
@@ -232,7 +282,7 @@ for (const dialect of DIALECTS) {
       expect([saga.revision, saga.stamp.edits, saga.version]).toEqual([2, 2, 2]);
     });
 
-    it('holds: a timer fired by the dispatcher runs onUpdate once', async () => {
+    it('a timer fired by the dispatcher runs onUpdate once', async () => {
       const clock = new FakeClock('2026-01-05T09:00:00.000Z');
       const runtime = runtimeOf({ clock });
       const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger, backoff: { jitter: false } });
@@ -248,7 +298,7 @@ for (const dialect of DIALECTS) {
       expect([saga.count, saga.revision, saga.stamp.edits, saga.version]).toEqual([1, 1, 1, 1]);
     });
 
-    it('holds: a step that assigns the onUpdate property itself gets onUpdate applied once on top', async () => {
+    it('a step that assigns the onUpdate property itself gets onUpdate applied once on top', async () => {
       const runtime = runtimeOf();
       const key = await started(runtime, 'assign');
       await runtime.handle(countedSaga, { type: 'SetRevision', key, revision: 40 });
@@ -256,7 +306,7 @@ for (const dialect of DIALECTS) {
       expect([saga.revision, saga.stamp.edits]).toEqual([41, 1]);
     });
 
-    it('holds: a replaced embeddable, and a nullable one set and cleared', async () => {
+    it('a replaced embeddable, and a nullable one set and cleared', async () => {
       const runtime = runtimeOf();
       const key = await started(runtime, 'embed');
       await runtime.handle(countedSaga, { type: 'NewStamp', key });
@@ -272,11 +322,9 @@ for (const dialect of DIALECTS) {
       expect([saga.revision, saga.stamp.edits, saga.extra]).toEqual([4, 14, null]);
     });
 
-    // Found by break20 (fixed, as above: nothing is put back): MikroORM lists an inline embeddable's properties on the owner's metadata too, flattened
-    // (`stamp_edits`, `extra_edits`), with the embeddable's `onUpdate` copied. collectOnUpdateValues records
-    // `saga.stamp_edits` (undefined: no such property) and "puts it back", adding own properties the entity never
-    // had, even for an embeddable that is null (`extra_edits`). Hooks and subscribers of the flush then see a state
-    // whose keys are not its class's (`Object.keys`, `in`, a spread).
+    // MikroORM lists an inline embeddable's properties on the owner's metadata too, flattened (`stamp_edits`,
+    // `extra_edits`), with its `onUpdate` copied: the state must not gain own properties of those names (hooks and
+    // subscribers of the flush would see keys that are not its class's).
     it('computeChangeSetsOnce leaves the state’s own properties as they were', async () => {
       const runtime = runtimeOf();
       const key = await started(runtime, 'keys');
@@ -287,6 +335,44 @@ for (const dialect of DIALECTS) {
       computeChangeSetsOnce(em, saga);
       expect([saga.revision, saga.stamp.edits]).toEqual([0, 0]);
       expect(Object.keys(saga).sort()).toEqual(before);
+    });
+
+    it('a unit that MikroORM’s flush writes (JSON) runs onUpdate as often as one of plain columns', async () => {
+      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [revisedSaga] });
+      const plain = uniqueKey('plain');
+      const json = uniqueKey('json');
+      await runtime.handle(revisedSaga, { type: 'Start', key: plain });
+      await runtime.handle(revisedSaga, { type: 'Start', key: json });
+      await runtime.handle(revisedSaga, { type: 'Inc', key: plain });
+      await runtime.handle(revisedSaga, { type: 'Tag', key: json, tag: 'a' });
+      const [a, b] = [await readRevised(plain), await readRevised(json)];
+      expect([a.version, b.version]).toEqual([1, 1]);
+      expect(b.revision).toBe(a.revision);
+    });
+
+    it('leaves an entity with an onUpdate property to MikroORM’s flush, before computing its change set', async () => {
+      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [revisedSaga] });
+      const key = uniqueKey('probe');
+      await runtime.handle(revisedSaga, { type: 'Start', key });
+      const em = db().orm.em.fork();
+      const saga = await em.findOneOrFail(RevisedSaga, { key });
+      saga.count = 5;
+      expect(plainRowUpdate(em, em.getMetadata().find(RevisedSaga as never)!, saga)).toBeUndefined();
+      expect(saga.revision).toBe(0);
+    });
+
+    // The step phase (run-step.ts) computes the change set to see what changed, and the flush computes it again:
+    // only the flush may run onUpdate.
+    it('runs onUpdate once per unit of work, as a plain MikroORM flush', async () => {
+      const runtime = new SagaRuntime({ em: db().orm.em, sagas: [revisedSaga] });
+      const key = uniqueKey('once');
+      await runtime.handle(revisedSaga, { type: 'Start', key });
+      await runtime.handle(revisedSaga, { type: 'Inc', key });
+      expect((await readRevised(key)).revision).toBe(1);
+      await runtime.handle(revisedSaga, { type: 'Inc', key });
+      await runtime.handle(revisedSaga, { type: 'Tag', key, tag: 'a' });
+      const saga = await readRevised(key);
+      expect([saga.count, saga.data.tags, saga.revision, saga.audit.edits, saga.version]).toEqual([2, ['a'], 3, 3, 3]);
     });
   });
 }
