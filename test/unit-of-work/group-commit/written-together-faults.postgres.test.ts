@@ -1,83 +1,25 @@
-// Attacks on the group commit's "written together" path (src/saga/unit-of-work/group-commit.ts, writeTogether) on
-// PostgreSQL, from two breaker reviews (break11, break12): hostile values, onQuery hooks, held rows, killed
-// connections, deadlocks, a refused COMMIT. MikroORM 6 sends the units' statements as one string after BEGIN and the
+// Faults and hostile input on the group commit's "written together" path (src/saga/unit-of-work/group-commit.ts,
+// writeTogether) on PostgreSQL: hostile values, onQuery hooks, held rows, killed connections, deadlocks, a refused
+// COMMIT. MikroORM 6 sends the units' statements as one string after BEGIN and the
 // lock bound; MikroORM 7 (one statement per round trip) as one statement, after BEGIN and the lock bound.
-import type { MikroORM, Options } from '@mikro-orm/core';
-import { afterEach, describe, expect, it } from 'vitest';
-import { defineSaga, SagaRuntime } from '../../../src/index.js';
+import type { Options } from '@mikro-orm/core';
+import { describe, expect, it } from 'vitest';
 import { ScriptedSaga } from '../../fixtures/scripted-saga.js';
 import { drainContinuations } from '../../support/flush-hold.js';
-import { gatherOneGroup, holdRow } from '../../support/one-group.js';
+import { groupWriting } from '../../support/one-group.js';
 import { TOGETHER_START } from '../../support/pg-statements.js';
 import { untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
-import { StepGate } from '../../support/step-gate.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
-
-type Msg = {
-  readonly key?: string;
-  readonly inc?: number;
-  readonly note?: string;
-  readonly schedule?: string;
-  readonly gated?: boolean;
-} & ({ readonly type: 'Start' } | { readonly type: 'Do' } | { readonly type: 'Tick' });
-
-function gatedSaga(gate: StepGate) {
-  const act = async (saga: ScriptedSaga, message: Msg, ctx: { schedule: (...args: never[]) => void }) => {
-    if (message.gated) await gate.enter();
-    if (message.inc) saga.counter += message.inc;
-    if (message.note !== undefined) saga.log = message.note;
-    if (message.schedule)
-      (ctx.schedule as (name: string, after: number, m: Msg) => void)(message.schedule, 60_000, { type: 'Tick', inc: 1 });
-  };
-  return defineSaga<ScriptedSaga, Msg>({
-    name: 'scripted',
-    state: ScriptedSaga,
-    correlation: { property: 'key', from: { Start: (m) => m.key, Do: (m) => m.key } },
-    startedBy: ['Start'],
-    steps: { Start: act, Do: act, Tick: act },
-  });
-}
 
 describe('units written together, attacked (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
-  const opened: MikroORM[] = [];
-  afterEach(async () => {
-    for (const orm of opened.splice(0)) await orm.close();
-  });
+  const { setUp, asOneGroup, hold: holdByKey, opened } = groupWriting(db);
 
+  /** Locks the saga row of `key` in a transaction of its own; its id, and `release()`. */
   async function hold(key: string) {
     const id = (await rowsOf(db().orm).saga(key))!.id;
-    return { id, ...(await holdRow(db(), opened, 'scripted_saga', 'id', id)) };
-  }
-
-  /** As in group-commit-together: `units` reach one group while a first unit on `blockerKey` waits alone. */
-  async function asOneGroup<T>(
-    gate: StepGate,
-    runtime: SagaRuntime,
-    saga: ReturnType<typeof gatedSaga>,
-    blockerKey: string,
-    units: () => T,
-    note?: string,
-  ) {
-    const first = () => runtime.handle(saga, { type: 'Do', key: blockerKey, inc: 1, ...(note === undefined ? {} : { note }) });
-    return gatherOneGroup(db(), gate, await hold(blockerKey), first, units);
-  }
-
-  async function setUp(keys: readonly string[], gated: number, overrides: Partial<Options> = {}, lockTimeoutMs = 60_000) {
-    const gate = new StepGate(gated);
-    const saga = gatedSaga(gate);
-    const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
-    for (const key of keys) await plain.handle(saga, { type: 'Start', key });
-    const orm = await db().openAnother(overrides);
-    opened.push(orm);
-    const runtime = new SagaRuntime({
-      em: orm.em,
-      sagas: [saga],
-      groupCommit: { maxGroups: 1, lockTimeoutMs },
-      concurrency: { baseDelayMs: 0 },
-    });
-    return { gate, saga, plain, runtime };
+    return { id, ...(await holdByKey(key)) };
   }
 
   const together = (sent: readonly string[]) =>
@@ -93,8 +35,8 @@ describe('units written together, attacked (postgresql)', () => {
       `{"json":"odd","k\\"ey":[1,"?"]}`,
       'x'.repeat(200_000),
     ];
-    const keys = hostile.map((_, i) => uniqueKey(`b11-hostile-${i}`));
-    const blockerKey = uniqueKey('b11-hostile-blocker');
+    const keys = hostile.map((_, i) => uniqueKey(`together-hostile-${i}`));
+    const blockerKey = uniqueKey('together-hostile-blocker');
     const { gate, saga, runtime } = await setUp([blockerKey, ...keys], keys.length);
     const { first, started, recording } = await asOneGroup(gate, runtime, saga, blockerKey, () =>
       keys.map((key, i) => runtime.handle(saga, { type: 'Do', key, note: hostile[i]!, inc: 1, gated: true })),
@@ -116,17 +58,17 @@ describe('units written together, attacked (postgresql)', () => {
     // every statement MikroORM or this library sends alone: it cannot touch values. Written together, the values are
     // already formatted into the text the hook gets.
     const onQuery = (sql: string) => sql.replaceAll('"scripted_saga"', '"public"."scripted_saga"');
-    const keys = ['a', 'b'].map((n) => uniqueKey(`b11-onquery-${n}`));
-    const blockerKey = uniqueKey('b11-onquery-blocker');
+    const keys = ['a', 'b'].map((n) => uniqueKey(`together-onquery-${n}`));
+    const blockerKey = uniqueKey('together-onquery-blocker');
     const note = 'the row of table "scripted_saga" said: hi';
-    const { gate, saga, runtime } = await setUp([blockerKey, ...keys], keys.length, { onQuery } as Partial<Options>);
+    const { gate, saga, runtime } = await setUp([blockerKey, ...keys], keys.length, { overrides: { onQuery } as Partial<Options> });
     const { first, started, recording } = await asOneGroup(
       gate,
       runtime,
       saga,
       blockerKey,
       () => keys.map((key) => runtime.handle(saga, { type: 'Do', key, note, gated: true })),
-      note,
+      { note },
     );
     await first;
     await Promise.all(started);
@@ -138,8 +80,8 @@ describe('units written together, attacked (postgresql)', () => {
   });
 
   it('a NUL byte in one unit state: that unit fails alone, typed, without its values in the message; the others commit', async () => {
-    const keys = ['a', 'b'].map((n) => uniqueKey(`b11-nul-${n}`));
-    const blockerKey = uniqueKey('b11-nul-blocker');
+    const keys = ['a', 'b'].map((n) => uniqueKey(`together-nul-${n}`));
+    const blockerKey = uniqueKey('together-nul-blocker');
     const { gate, saga, runtime } = await setUp([blockerKey, ...keys], 2);
     const { first, started, recording } = await asOneGroup(gate, runtime, saga, blockerKey, () => [
       runtime.handle(saga, { type: 'Do', key: keys[0]!, note: 'secret-payload\u0000tail', gated: true }).catch((e: unknown) => e),
@@ -162,9 +104,9 @@ describe('units written together, attacked (postgresql)', () => {
     // the bound (which unit waited is not known), then the group is written again a unit at a time with what is left
     // of it (1 ms): the held unit leaves at once, the free one commits. Read here from the lock bounds the group set
     // before the free unit's COMMIT: before the fix, the second was the full bound again.
-    const [free, heldKey] = ['free', 'held'].map((n) => uniqueKey(`b11-lockwait-${n}`)) as [string, string];
-    const blockerKey = uniqueKey('b11-lockwait-blocker');
-    const { gate, saga, runtime } = await setUp([blockerKey, free, heldKey], 2, {}, 300);
+    const [free, heldKey] = ['free', 'held'].map((n) => uniqueKey(`together-lockwait-${n}`)) as [string, string];
+    const blockerKey = uniqueKey('together-lockwait-blocker');
+    const { gate, saga, runtime } = await setUp([blockerKey, free, heldKey], 2, { lockTimeoutMs: 300 });
     const held = await hold(heldKey);
     try {
       const { first, started, recording } = await asOneGroup(gate, runtime, saga, blockerKey, () => ({
@@ -192,8 +134,8 @@ describe('units written together, attacked (postgresql)', () => {
   });
 
   it('the connection of a group written together is killed while it waits: the units are written again and commit, nothing leaks', async () => {
-    const [free, heldKey] = ['free', 'held'].map((n) => uniqueKey(`b11-kill-${n}`)) as [string, string];
-    const blockerKey = uniqueKey('b11-kill-blocker');
+    const [free, heldKey] = ['free', 'held'].map((n) => uniqueKey(`together-kill-${n}`)) as [string, string];
+    const blockerKey = uniqueKey('together-kill-blocker');
     const { gate, saga, runtime } = await setUp([blockerKey, free, heldKey], 2);
     const held = await hold(heldKey);
     try {
@@ -234,14 +176,14 @@ describe('units written together, attacked (postgresql)', () => {
       // (groupCommit false, or a group of one) `good` commits; the group's COMMIT is refused for the whole
       // transaction, and the units of the group that did nothing wrong should not end in PERSISTENCE_FAILED for it.
       const setup = db().orm.em.fork().getConnection();
-      await setup.execute(`create or replace function break12_reject() returns trigger language plpgsql as $$
+      await setup.execute(`create or replace function saga_test_reject() returns trigger language plpgsql as $$
       begin if new.counter = 13 then raise exception 'refused by the deferred check'; end if; return null; end $$`);
-      await setup.execute('drop trigger if exists break12_deferred on scripted_saga');
-      await setup.execute(`create constraint trigger break12_deferred after update on scripted_saga
-      deferrable initially deferred for each row execute function break12_reject()`);
+      await setup.execute('drop trigger if exists saga_test_deferred on scripted_saga');
+      await setup.execute(`create constraint trigger saga_test_deferred after update on scripted_saga
+      deferrable initially deferred for each row execute function saga_test_reject()`);
       try {
-        const keys = ['bad', 'good1', 'good2'].map((n) => uniqueKey(`b12-deferred-${n}`));
-        const blockerKey = uniqueKey('b12-deferred-blocker');
+        const keys = ['bad', 'good1', 'good2'].map((n) => uniqueKey(`together-deferred-${n}`));
+        const blockerKey = uniqueKey('together-deferred-blocker');
         const { gate, saga, runtime } = await setUp([blockerKey, ...keys], keys.length);
         const { first, started, recording } = await asOneGroup(gate, runtime, saga, blockerKey, () =>
           keys.map((key, i) =>
@@ -269,7 +211,7 @@ describe('units written together, attacked (postgresql)', () => {
         ]);
         for (const key of keys.slice(1)) expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 1 });
       } finally {
-        await setup.execute('drop trigger if exists break12_deferred on scripted_saga');
+        await setup.execute('drop trigger if exists saga_test_deferred on scripted_saga');
       }
     });
   }
@@ -279,12 +221,12 @@ describe('units written together, attacked (postgresql)', () => {
     // statements written together lock the first unit's row, then wait for the second's, which an application
     // transaction holds; that transaction then asks for the first row: PostgreSQL's deadlock check (deadlock_timeout,
     // 1 s by default, 10 s for the application's session here) ends the group's statement with 40P01 after ~1 s of
-    // waiting. The group is written again a unit at a time: as after a lock wait (break11), it should get only what
+    // waiting. The group is written again a unit at a time: as after a lock wait, it should get only what
     // is left of the bound, not the full bound again (a held row then costs the group ~2.5 s for a 1.5 s bound).
     const lockTimeoutMs = 1500;
-    const keys = ['a', 'b'].map((n) => uniqueKey(`b12-deadlock-${n}`));
-    const blockerKey = uniqueKey('b12-deadlock-blocker');
-    const { gate, saga, runtime } = await setUp([blockerKey, ...keys], 2, {}, lockTimeoutMs);
+    const keys = ['a', 'b'].map((n) => uniqueKey(`together-deadlock-${n}`));
+    const blockerKey = uniqueKey('together-deadlock-blocker');
+    const { gate, saga, runtime } = await setUp([blockerKey, ...keys], 2, { lockTimeoutMs });
     const ids = await Promise.all(keys.map(async (key) => (await rowsOf(db().orm).saga(key))!.id));
     const [firstId, secondId] = [...ids].sort();
     const app = await db().openAnother({ pool: { min: 1, max: 1 } });

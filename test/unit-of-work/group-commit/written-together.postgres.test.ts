@@ -4,113 +4,26 @@
 // transaction on a pg connection itself). What must hold as in the group written a unit at a time: lock order, a
 // version conflict failing its unit alone, a stale timer and a failing statement failing their unit alone (the group
 // is then written again, a unit at a time), nothing of a failed unit written. Where MikroORM 7 leaves the transaction
-// to kysely, the statements go as WITH queries instead: break13-together-one-statement.postgres.test.ts.
-import { randomUUID } from 'node:crypto';
-import type { MikroORM } from '@mikro-orm/core';
-import { afterEach, describe, expect, it } from 'vitest';
-import { defineSaga, SagaPersistenceError, SagaRuntime, type TimerDelivery } from '../../../src/index.js';
+// to kysely, the statements go as WITH queries instead: written-as-one-statement.postgres.test.ts.
+import { describe, expect, it } from 'vitest';
+import { SagaPersistenceError, type SagaRuntime, type TimerDelivery } from '../../../src/index.js';
 import { ScriptedSaga } from '../../fixtures/scripted-saga.js';
-import { drainContinuations } from '../../support/flush-hold.js';
-import { gatherOneGroup, holdRow } from '../../support/one-group.js';
+import { claimTimer } from '../../support/claimed-timer.js';
+import type { GatedSaga } from '../../support/gated-saga.js';
+import { groupWriting } from '../../support/one-group.js';
 import { TOGETHER_START } from '../../support/pg-statements.js';
 import { refuseInserts, rowsOf } from '../../support/rows.js';
-import { StepGate } from '../../support/step-gate.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
-
-type Msg = {
-  readonly key?: string;
-  readonly inc?: number;
-  readonly schedule?: string;
-  readonly gated?: boolean;
-  /** After the gate, the step waits a turn of the event loop more: its unit reaches the group after the others. */
-  readonly later?: boolean;
-} & ({ readonly type: 'Start' } | { readonly type: 'Do' } | { readonly type: 'Tick' });
-
-function gatedSaga(gate: StepGate) {
-  const act = async (saga: ScriptedSaga, message: Msg, ctx: { schedule: (...args: never[]) => void }) => {
-    if (message.gated) await gate.enter();
-    if (message.later) await drainContinuations();
-    if (message.inc) saga.counter += message.inc;
-    if (message.schedule)
-      (ctx.schedule as (name: string, after: number, m: Msg) => void)(message.schedule, 60_000, { type: 'Tick', inc: 1 });
-  };
-  return defineSaga<ScriptedSaga, Msg>({
-    name: 'scripted',
-    state: ScriptedSaga,
-    correlation: { property: 'key', from: { Start: (m) => m.key, Do: (m) => m.key } },
-    startedBy: ['Start'],
-    steps: { Start: act, Do: act, Tick: act },
-  });
-}
 
 describe('a group of one-statement units written together (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
-  const opened: MikroORM[] = [];
-  afterEach(async () => {
-    for (const orm of opened.splice(0)) await orm.close();
-  });
+  const { setUp, asOneGroup } = groupWriting(db);
 
-  /**
-   * Runs `units` (started at once, their steps gated) as one group: a first unit on `blockerKey` is written first,
-   * alone, while another transaction holds its saga row; the gated units reach their write phase meanwhile and
-   * queue for the next group (one group at a time), which starts once the row is released.
-   */
-  async function asOneGroup<T>(
-    gate: StepGate,
-    runtime: SagaRuntime,
-    saga: ReturnType<typeof gatedSaga>,
-    blockerKey: string,
-    units: () => T,
-  ) {
-    const blockerId = (await rowsOf(db().orm).saga(blockerKey))!.id;
-    const held = await holdRow(db(), opened, 'scripted_saga', 'id', blockerId);
-    return gatherOneGroup(db(), gate, held, () => runtime.handle(saga, { type: 'Do', key: blockerKey, inc: 1 }), units);
-  }
-
-  async function setUp(keys: readonly string[], gated: number) {
-    const gate = new StepGate(gated);
-    const saga = gatedSaga(gate);
-    const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
-    for (const key of keys) await plain.handle(saga, { type: 'Start', key });
-    const orm = await db().openAnother();
-    opened.push(orm);
-    const runtime = new SagaRuntime({
-      em: orm.em,
-      sagas: [saga],
-      groupCommit: { maxGroups: 1, lockTimeoutMs: 60_000 },
-      concurrency: { baseDelayMs: 0 },
-    });
-    return { gate, saga, plain, runtime };
-  }
-
-  /** A claimed delivery of the pending timer `name` of the saga `key` (scheduled through `plain`), with `token` as its claim. */
-  async function delivery(
-    plain: SagaRuntime,
-    saga: ReturnType<typeof gatedSaga>,
-    key: string,
-    claimed: boolean,
-    later = false,
-  ): Promise<TimerDelivery> {
+  /** A claimed delivery of the pending timer 'ping' of the saga `key` (scheduled through `plain`); or one whose claim was lost. */
+  async function delivery(plain: SagaRuntime, saga: GatedSaga, key: string, claimed: boolean, later = false): Promise<TimerDelivery> {
     const scheduled = await plain.handle(saga, { type: 'Do', key, schedule: 'ping' });
     const [timer] = await rowsOf(db().orm).pendingTimers(scheduled.sagaId!);
-    const token = randomUUID();
-    // A lost claim: another dispatcher took the timer over (its token replaced ours).
-    await db()
-      .orm.em.fork()
-      .getConnection()
-      .execute('update saga_timer set token = ? where id = ?', [claimed ? token : randomUUID(), timer!.id]);
-    return {
-      id: timer!.id,
-      token,
-      sagaType: 'scripted',
-      sagaId: scheduled.sagaId!,
-      name: 'ping',
-      messageType: 'Tick',
-      payload: { type: 'Tick', inc: 1, gated: true, later },
-      dueAt: timer!.dueAt,
-      attempts: 0,
-      correlationId: null,
-    };
+    return claimTimer(db().orm, timer!, { type: 'Tick', inc: 1, gated: true, later }, { lost: !claimed });
   }
 
   const timerOf = async (id: string) =>
