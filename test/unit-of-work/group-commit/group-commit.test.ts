@@ -1,50 +1,20 @@
-// Group commit (issue 7 point 6, issue 8): the write phases of concurrent units of work share one transaction, a
-// savepoint each. A unit that fails is rolled back to its savepoint alone and fails as it would alone; the others
-// commit; nobody sees a unit's effects, or learns its result, before the group's COMMIT; groups lock in one order.
+// Group commit: the write phases of concurrent units of work share one transaction, a savepoint each. A unit that
+// fails is rolled back to its savepoint alone and fails as it would alone; the others commit; nobody sees a unit's
+// effects, or learns its result, before the group's COMMIT; groups lock in one order. On PostgreSQL a group whose
+// COMMIT answer is lost reports an unknown outcome, and one whose connection is killed before COMMIT reports failures.
 import { randomUUID } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { defineSaga, type HandleResult, SagaPersistenceError, SagaRuntime, type TimerDelivery } from '../../../src/index.js';
+import { type HandleResult, SagaPersistenceError, SagaRuntime, type TimerDelivery } from '../../../src/index.js';
 import { ScriptedSaga } from '../../fixtures/scripted-saga.js';
 import { DIALECTS } from '../../support/databases.js';
 import { drainContinuations, FlushHold } from '../../support/flush-hold.js';
+import { type GatedSaga, gatedSaga } from '../../support/gated-saga.js';
 import { untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
 import { StepGate } from '../../support/step-gate.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
 import { CommitDroppingProxy } from '../../support/tcp-proxy.js';
-
-type GroupMessage = GroupFields & ({ readonly type: 'Start' } | { readonly type: 'Do' } | { readonly type: 'Tick' });
-
-interface GroupFields {
-  readonly key?: string;
-  readonly inc?: number;
-  /** Sets the unique `key` column to this value (another instance's: a unique violation no retry resolves). */
-  readonly rekeyTo?: string;
-  readonly schedule?: string;
-  /** The step waits on the test's gate (after the instance was read), so units reach their write phase together. */
-  readonly gated?: boolean;
-  /** The step waits on the test's second gate instead (released apart from the first). */
-  readonly late?: boolean;
-}
-
-function groupSaga(gate: StepGate, second = new StepGate(1)) {
-  const act = async (saga: ScriptedSaga, message: GroupMessage, ctx: { schedule: (...args: never[]) => void }) => {
-    if (message.gated) await gate.enter();
-    if (message.late) await second.enter();
-    if (message.inc) saga.counter += message.inc;
-    if (message.rekeyTo) saga.key = message.rekeyTo;
-    if (message.schedule)
-      (ctx.schedule as (name: string, after: number, m: GroupMessage) => void)(message.schedule, 60_000, { type: 'Tick' });
-  };
-  return defineSaga<ScriptedSaga, GroupMessage>({
-    name: 'scripted',
-    state: ScriptedSaga,
-    correlation: { property: 'key', from: { Start: (m) => m.key, Do: (m) => m.key } },
-    startedBy: ['Start'],
-    steps: { Start: act, Do: act, Tick: act },
-  });
-}
 
 /** The savepoint statements MikroORM logged, in order. */
 function savepointLog(lines: string[]) {
@@ -60,7 +30,7 @@ for (const dialect of DIALECTS) {
     });
 
     /** A runtime on its own ORM (own pool), writing one group at a time, with a flush hold and a query log. */
-    async function groupedRuntime(saga: ReturnType<typeof groupSaga>) {
+    async function groupedRuntime(saga: GatedSaga) {
       const log: string[] = [];
       const orm = await db().openAnother({ debug: ['query'], logger: (line: string) => log.push(line) });
       opened.push(orm);
@@ -72,7 +42,7 @@ for (const dialect of DIALECTS) {
 
     it('units of one group that fail (version conflict, unique violation, stale timer) roll back to their savepoints alone; the others commit', async () => {
       const gate = new StepGate(5);
-      const saga = groupSaga(gate);
+      const saga = gatedSaga(gate);
       const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
       const rows = rowsOf(db().orm);
       const [a, b, c, d, e, taken, fresh] = ['a', 'b', 'c', 'd', 'e', 'taken', 'fresh'].map((n) => uniqueKey(`group-${n}`)) as [
@@ -140,7 +110,7 @@ for (const dialect of DIALECTS) {
 
     it("a unit's effects are visible, and its result known, only once its group commits", async () => {
       const gate = new StepGate(2);
-      const saga = groupSaga(gate);
+      const saga = gatedSaga(gate);
       const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
       const rows = rowsOf(db().orm);
       const [a, b, z] = ['a', 'b', 'z'].map((n) => uniqueKey(`visible-${n}`)) as [string, string, string];
@@ -174,7 +144,7 @@ for (const dialect of DIALECTS) {
 
     it('by default writes two groups at once on PostgreSQL, one on SQLite (one writer at a time): there a unit that finds the group slot taken joins the next group', async () => {
       const [early, late] = [new StepGate(1), new StepGate(1)];
-      const saga = groupSaga(early, late);
+      const saga = gatedSaga(early, { second: late });
       const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
       const [a, b, c] = ['a', 'b', 'c'].map((n) => uniqueKey(`slots-${n}`)) as [string, string, string];
       for (const key of [a, b, c]) await plain.handle(saga, { type: 'Start', key });
@@ -235,7 +205,7 @@ describe('group commit (postgresql only)', () => {
     await proxy.close();
   });
 
-  async function runtimeOn(saga: ReturnType<typeof groupSaga>, overrides: Parameters<ReturnType<typeof db>['openAnother']>[0] = {}) {
+  async function runtimeOn(saga: GatedSaga, overrides: Parameters<ReturnType<typeof db>['openAnother']>[0] = {}) {
     const orm = await db().openAnother(overrides);
     opened.push(orm);
     const hold = new FlushHold();
@@ -246,7 +216,7 @@ describe('group commit (postgresql only)', () => {
 
   it('a group COMMIT whose answer is lost: each released unit gets COMMIT_OUTCOME_UNKNOWN, a unit that failed alone its own error', async () => {
     const gate = new StepGate(3);
-    const saga = groupSaga(gate);
+    const saga = gatedSaga(gate);
     const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
     const [b, c, e, taken] = ['b', 'c', 'e', 'taken'].map((n) => uniqueKey(`commit-${n}`)) as [string, string, string, string];
     for (const key of [b, c, e, taken]) await plain.handle(saga, { type: 'Start', key });
@@ -285,10 +255,10 @@ describe('group commit (postgresql only)', () => {
     const [x, y] = ['x', 'y'].map((n) => uniqueKey(`order-${n}`)) as [string, string];
     const gate1 = new StepGate(2);
     const gate2 = new StepGate(2);
-    const plain = new SagaRuntime({ em: db().orm.em, sagas: [groupSaga(gate1)] });
+    const plain = new SagaRuntime({ em: db().orm.em, sagas: [gatedSaga(gate1)] });
     for (const key of [x, y]) await plain.handle(plain.definition('scripted')!, { type: 'Start', key });
-    const saga1 = groupSaga(gate1);
-    const saga2 = groupSaga(gate2);
+    const saga1 = gatedSaga(gate1);
+    const saga2 = gatedSaga(gate2);
     const one = await runtimeOn(saga1, { pool: { min: 0, max: 4 } });
     const two = await runtimeOn(saga2, { pool: { min: 0, max: 4 } });
     // Group 1 arrives x then y; group 2 arrives y then x.
@@ -318,6 +288,58 @@ describe('group commit (postgresql only)', () => {
     expect([r2x!.conflicts, r2y!.conflicts]).toEqual([1, 1]);
     expect(await rowsOf(db().orm).saga(early)).toMatchObject({ counter: 2, version: 2 });
     expect(await rowsOf(db().orm).saga(late)).toMatchObject({ counter: 2, version: 2 });
+  });
+
+  it('the group backend terminated between two units: no unit claims success, none says outcome unknown, and the pool recovers', async () => {
+    const gate = new StepGate(2);
+    const saga = gatedSaga(gate);
+    const plain = new SagaRuntime({ em: db().orm.em, sagas: [saga] });
+    const [a, b, z] = ['a', 'b', 'z'].map((n) => uniqueKey(`kill-${n}`)) as [string, string, string];
+    for (const key of [a, b, z]) await plain.handle(saga, { type: 'Start', key });
+    const orm = await db().openAnother({ pool: { min: 0, max: 2 } });
+    opened.push(orm);
+    const hold = new FlushHold();
+    orm.em.getEventManager().registerSubscriber(hold);
+    const runtime = new SagaRuntime({ em: orm.em, sagas: [saga], groupCommit: { maxGroups: 1 }, concurrency: { baseDelayMs: 0 } });
+    const units = [
+      runtime.handle(saga, { type: 'Do', key: b, inc: 1, gated: true }),
+      runtime.handle(saga, { type: 'Do', key: z, inc: 1, gated: true }),
+    ].map((p) => p.catch((error: unknown) => error));
+    await gate.all.promise;
+    const blocker = hold.arm(a);
+    const first = runtime.handle(saga, { type: 'Do', key: a, inc: 1 });
+    await blocker.reached.promise;
+    // Hold the second unit of the next group (whichever of b, z sorts second) inside the group transaction.
+    const ids = [(await rowsOf(db().orm).saga(b))!.id, (await rowsOf(db().orm).saga(z))!.id];
+    const second = ids[0]! < ids[1]! ? z : b;
+    const secondHold = hold.arm(second);
+    gate.go.resolve();
+    await drainContinuations();
+    blocker.release.resolve();
+    await first;
+    await secondHold.reached.promise;
+    const killer = db().orm.em.fork();
+    const killed = await killer
+      .getConnection()
+      .execute<{ pid: number }[]>(
+        "select pg_terminate_backend(pid) as ok, pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid() and state like 'idle in transaction%'",
+      );
+    expect(killed.length).toBe(1);
+    secondHold.release.resolve();
+    const errors = await Promise.all(units);
+    for (const error of errors) {
+      expect(error).toBeInstanceOf(SagaPersistenceError);
+      expect((error as SagaPersistenceError).code).not.toBe('COMMIT_OUTCOME_UNKNOWN');
+    }
+    expect(await rowsOf(db().orm).saga(b)).toMatchObject({ counter: 0, version: 0 });
+    expect(await rowsOf(db().orm).saga(z)).toMatchObject({ counter: 0, version: 0 });
+    // The pool recovers: the next units of work on the same runtime (one alone, then a group) succeed.
+    expect(await runtime.handle(saga, { type: 'Do', key: b, inc: 1 })).toMatchObject({ outcome: 'handled', version: 1 });
+    const again = await Promise.all([
+      runtime.handle(saga, { type: 'Do', key: b, inc: 1 }),
+      runtime.handle(saga, { type: 'Do', key: z, inc: 1 }),
+    ]);
+    expect(again.map((r) => r.outcome)).toEqual(['handled', 'handled']);
   });
 });
 
