@@ -1,84 +1,99 @@
-// break22: attacks on the outbox start mark and lease renewal that skip a row another transaction holds locked
-// (14009d3). PostgreSQL only. No wall-clock sleeps: FakeClock, deferred promises, drainContinuations. Its findings
-// made the start mark wait for the lock again (a row of a lane let go reordered its saga's messages within a pass);
-// the renewal that does not wait, and the claim that skips a locked row, are kept and documented (docs/timers.md, "A
-// row another transaction holds locked"); the tests below pin that.
-import type { MikroORM } from '@mikro-orm/core';
-import { afterEach, describe, expect, it } from 'vitest';
-import { type LeaseRenewal, type OutboxEnvelope, SagaDispatcher, SagaRuntime } from '../../../src/index.js';
+// An outbox row another transaction holds locked (an operator's open transaction) when the dispatcher marks its
+// delivery started or renews its lease. The start mark waits for the lock, so a saga's messages keep their order; the
+// lease renewal does not wait (the row stays held, the others are renewed), and the claim skips a locked row. What
+// follows (a takeover once the lock goes, an operator's commit that dead-letters or re-tokens the row) is documented
+// (docs/timers.md, "A row another transaction holds locked"). PostgreSQL only. No wall-clock sleeps: FakeClock,
+// deferred promises, drainContinuations.
+import { describe, expect, it } from 'vitest';
+import { type LeaseRenewal, SagaDispatcher, silentLogger } from '../../../src/index.js';
 import { FakeClock } from '../../../src/testing/index.js';
-import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
-import { operatorSession as openOperatorSession, untilLockWaiters } from '../../support/row-locks.js';
-import { rowsOf } from '../../support/rows.js';
-import { deferred, uniqueKey, useDatabase } from '../../support/suite.js';
+import { ScriptedSaga } from '../../fixtures/scripted-saga.js';
+import { lockedOutbox } from '../../support/locked-outbox.js';
+import { untilLockWaiters } from '../../support/row-locks.js';
+import { deferred, useDatabase } from '../../support/suite.js';
 
-describe('break22: an outbox row another transaction holds locked at its start mark or renewal (postgresql)', () => {
+describe('an outbox row another transaction holds locked at its start mark or renewal (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
-  const cleanup: (() => Promise<unknown>)[] = [];
-  afterEach(async () => {
-    for (const step of cleanup.splice(0).reverse()) await step().catch(() => undefined);
+  const { operatorSession, dispatcherOn, track, lane, outboxRow, setup } = lockedOutbox(db);
+
+  it('a row locked before its delivery starts: its start mark waits for the lock (messages of a saga keep their order)', async () => {
+    const { clock, runtime, start, lockRow, unlock, rows } = await setup();
+    const first = await start('First');
+    const second = await start('Second');
+    const [secondRow] = await rows.outbox(second);
+    const published: string[] = [];
+    // One delivery at a time: the claim marks the first row started; the second row's start mark waits for the slot.
+    const dispatcher = new SagaDispatcher({
+      runtime,
+      clock,
+      concurrency: 1,
+      logger: silentLogger,
+      publish: async (envelope) => {
+        published.push(envelope.type);
+        if (envelope.type === 'First') await lockRow(secondRow!.id);
+      },
+    });
+    track(dispatcher);
+
+    const pass = dispatcher.runOnce();
+    await untilLockWaiters(db().orm);
+    expect(published).toEqual(['First']);
+    expect(await rows.outbox(second)).toMatchObject([{ outcome: null, deliveryStartedAt: null }]);
+    await unlock();
+    expect((await pass).outbox).toMatchObject({ claimed: 2, published: 2, released: 0, failed: 0 });
+    expect(await rows.outbox(first)).toMatchObject([{ outcome: 'published' }]);
+    expect(await rows.outbox(second)).toMatchObject([{ outcome: 'published', attempts: 0, lastError: null }]);
+    expect(published).toEqual(['First', 'Second']);
   });
 
-  /** An operator's session on its own MikroORM instance, rolled back after the test. */
-  async function operatorSession() {
-    const session = openOperatorSession(await db().openAnother());
-    cleanup.push(() => session.rollback());
-    return session;
-  }
-
-  function dispatcherOn(
-    orm: MikroORM,
-    clock: FakeClock,
-    publish: (envelope: OutboxEnvelope) => Promise<void>,
-    extra: Partial<ConstructorParameters<typeof SagaDispatcher>[0]> = {},
-  ) {
-    const lines: string[] = [];
+  it('a lease renewal does not wait for a locked row: the row stays held, the others are renewed', async () => {
+    const { clock, runtime, start, lockRow, unlock, rows } = await setup();
+    const slow = await start('Slow');
+    const other = await start('Other');
+    const [slowRow] = await rows.outbox(slow);
+    const publishing = deferred();
+    const release = deferred();
+    const published: string[] = [];
     const dispatcher = new SagaDispatcher({
-      runtime: new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock }),
+      runtime,
       clock,
-      logger: {
-        debug: () => undefined,
-        info: () => undefined,
-        warn: (line) => void lines.push(`warn: ${line}`),
-        error: (line) => void lines.push(`error: ${line}`),
+      logger: silentLogger,
+      publish: async (envelope) => {
+        published.push(envelope.type);
+        publishing.resolve();
+        await release.promise; // both deliveries run until released
       },
-      publish,
-      ...extra,
     });
-    cleanup.push(() => dispatcher.stop());
-    return { dispatcher, lines };
-  }
+    track(dispatcher);
+    const renewals: LeaseRenewal[] = [];
+    dispatcher.on('renewed', (renewal) => void renewals.push(renewal));
 
-  /** A saga that sends `types` in order, one step each, 1 s apart: one lane. Returns the rows' ids in that order. */
-  async function lane(clock: FakeClock, ...types: string[]): Promise<string[]> {
-    const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
-    const key = uniqueKey('b22');
-    let sagaId: string | undefined;
-    for (const [index, type] of types.entries()) {
-      const result = await runtime.handle(scriptedSaga, {
-        type: index === 0 ? 'Start' : 'Do',
-        key,
-        actions: [{ op: 'send', message: { type } }],
-      });
-      sagaId ??= result.sagaId!;
-      clock.advance(1_000);
-    }
-    const rows = await rowsOf(db().orm).outbox(sagaId!);
-    return types.map((type) => rows.find((row) => row.messageType === type)!.id);
-  }
+    const pass = dispatcher.runOnce();
+    await publishing.promise;
+    await lockRow(slowRow!.id);
+    const renewed = new Promise<void>((resolve) => dispatcher.on('renewed', () => resolve()));
+    clock.advance(10_000); // leaseMs / 3: the lease keeper renews
+    await renewed;
+    expect(renewals).toHaveLength(1);
+    expect(renewals[0]).toMatchObject({ table: 'saga_outbox', lost: [], busy: [slowRow!.id] });
+    expect(renewals[0]!.renewed).toHaveLength(1);
 
-  async function outboxRow(id: string) {
-    const rows = await rowsOf(db().orm).outbox();
-    return rows.find((row) => row.id === id)!;
-  }
+    release.resolve();
+    expect((await pass).outbox).toMatchObject({ claimed: 2, published: 2, failed: 0 });
+    expect(await rows.outbox(other)).toMatchObject([{ outcome: 'published' }]);
+    expect(await rows.outbox(slow)).toMatchObject([{ outcome: null, attempts: 0 }]); // its stamp kept: still locked
+    await unlock();
+    await dispatcher.runOnce();
+    expect(await rows.outbox(slow)).toMatchObject([{ outcome: 'published', attempts: 0, lastError: null }]);
+    expect(published.sort()).toEqual(['Other', 'Slow']);
+  });
 
   it('the head of a saga lane locked at its start mark: the start mark waits for the lock, the lane keeps its order', {
     timeout: 15_000,
   }, async () => {
-    // Found by break22 (fixed: the start mark waits for the lock again): with `concurrency: 1`, another saga's row X
-    // is started by the claim; the lane of saga S (A, B, C) waits. The operator locks A while X is published. A's
-    // start mark skipped it (busy): A was let go (released) and the lane went on, B and C published in this pass, A
-    // after its lease: the broker saw X, B, C, A.
+    // With `concurrency: 1`, another saga's row X is started by the claim; the lane of saga S (A, B, C) waits. The
+    // operator locks A while X is published. A start mark that skipped A (busy) would let it go and the lane go on:
+    // the broker would see X, B, C, A.
     const clock = new FakeClock('2026-01-05T09:00:00.000Z');
     const operator = await operatorSession();
     const [x] = await lane(clock, 'X');
@@ -107,8 +122,8 @@ describe('break22: an outbox row another transaction holds locked at its start m
   it('a middle row of a lane locked at its start mark: the start mark waits, the saga’s messages go out in order', {
     timeout: 15_000,
   }, async () => {
-    // Found by break22 (fixed, as above): with the lane's head started by the claim (default concurrency), A is
-    // published; the operator locks B meanwhile; B was released and C published in the same pass: A, C, B.
+    // With the lane's head started by the claim (default concurrency), A is published; the operator locks B
+    // meanwhile. A start mark that skipped B would publish C in the same pass: A, C, B.
     const clock = new FakeClock('2026-01-05T09:00:00.000Z');
     const operator = await operatorSession();
     const ours = await lane(clock, 'A', 'B', 'C');
@@ -127,7 +142,7 @@ describe('break22: an outbox row another transaction holds locked at its start m
   });
 
   it('the head of a lane locked before the claim: the claim skips it and publishes the rest of its lane first (documented)', async () => {
-    // Found by break22 (not new; documented now in docs/timers.md): the claim's pick skips the locked head A
+    // Documented in docs/timers.md: the claim's pick skips the locked head A
     // (`for update skip locked`) and claims B and C of the same saga; B is the lane's head in the batch, started at
     // claim, and both are published before A, which goes out at the first pass after the lock is gone.
     const clock = new FakeClock('2026-01-05T09:00:00.000Z');
@@ -145,9 +160,9 @@ describe('break22: an outbox row another transaction holds locked at its start m
   });
 
   it('a queued row busy at every renewal behind a long delivery: a second dispatcher takes it over once the lock goes (documented)', async () => {
-    // Found by break22; kept and documented (docs/timers.md, "A row another transaction holds locked"): a renewal that
-    // waited for the lock would hold up the renewal of every other held row. What break22 found: saga S sends A then B; D1 claims both, A is started by the claim and its publish runs 45 s (within
-    // deliveryTimeoutMs); B waits in A's lane. The operator locks B at once: every renewal reports B busy ("stays
+    // Documented (docs/timers.md, "A row another transaction holds locked"): a renewal that waited for the lock would
+    // hold up the renewal of every other held row. Saga S sends A then B; D1 claims both, A is started by the claim
+    // and its publish runs 45 s (within deliveryTimeoutMs); B waits in A's lane. The operator locks B at once: every renewal reports B busy ("stays
     // held") but its lease (claim + 30 s) is not extended. The operator ends the transaction at 40 s; before D1's next
     // renewal (at 50 s) D2's claim takes B: never started, so free, at once. D2 publishes B while D1 is still
     // publishing A: the saga's messages out of order, and the row D1 "holds" is taken by another dispatcher although
