@@ -1,6 +1,4 @@
 import type { MikroORM } from '@mikro-orm/core';
-import type { FakeClock } from '../../src/testing/index.js';
-import type { Clock } from '../../src/time/clock.js';
 import { drainContinuations } from './flush-hold.js';
 
 /** Backends of `orm`'s database waiting for a lock (PostgreSQL). */
@@ -30,19 +28,6 @@ export async function rowLocker(orm: MikroORM, table: string) {
   const lock = (column: string, value: string) =>
     connection.execute(`select 1 from "${table}" where "${column}" = ? for update`, [value], 'all', trx);
   return { lock, release };
-}
-
-/** `fake`, seen through a clock that records every sleep asked of it (a FakeClock does not tell). */
-export function recordingClock(fake: FakeClock): { clock: Clock; sleeps: number[] } {
-  const sleeps: number[] = [];
-  const clock: Clock = {
-    now: () => fake.now(),
-    sleep: (ms, signal) => {
-      sleeps.push(ms);
-      return fake.sleep(ms, signal);
-    },
-  };
-  return { clock, sleeps };
 }
 
 /**

@@ -1,4 +1,4 @@
-// Probe (held): a pass that fails (the database refuses every statement) while the timers rest behind a busy relay.
+// A pass that fails (the database refuses every statement) while the timers rest behind a busy relay.
 // The loop must back off (a poll interval for the first failure) rather than retry at once, send no statement while
 // it waits, and once the database is back fire the timer that became due during the rest and publish the rest.
 import { describe, expect, it } from 'vitest';
@@ -20,11 +20,11 @@ for (const dialect of DIALECTS) {
       for (let n = 0; n < 4; n++) {
         await seeding.handle(scriptedSaga, {
           type: 'Start',
-          key: uniqueKey('b15f'),
+          key: uniqueKey('rest'),
           actions: [{ op: 'send', message: { type: `Out${n}` } }],
         });
       }
-      const timerKey = uniqueKey('b15f');
+      const timerKey = uniqueKey('rest');
       await seeding.handle(scriptedSaga, { type: 'Start', key: timerKey, actions: [{ op: 'schedule', name: 'later', after: 1_000 }] });
       let down = false;
       let statementsWhileDown = 0;

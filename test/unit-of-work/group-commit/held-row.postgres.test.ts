@@ -18,7 +18,8 @@ import { lockTimeoutSql } from '../../../src/saga/unit-of-work/group-commit.js';
 import { FakeClock } from '../../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { drainContinuations, FlushHold } from '../../support/flush-hold.js';
-import { lockWaiters, recordingClock, rowLocker, untilLockWaiters } from '../../support/row-locks.js';
+import { recordingClock } from '../../support/recording-clock.js';
+import { lockWaiters, rowLocker, untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
 import { deferred, uniqueKey, useDatabase } from '../../support/suite.js';
 
