@@ -1,6 +1,6 @@
-// Issue 9 (review): what the CLI prints of stored text. Terminal controls in a handler's error, a correlation
-// value or a timer name are shown escaped in every table, never sent to the terminal; --json keeps the values
-// exact (JSON-escaped). And a requeue the database refuses for one row prints the per-item table and exits 1.
+// What the CLI prints of stored text. Terminal controls in a handler's error, a correlation value or a timer name are
+// shown escaped in every table, never sent to the terminal; --json keeps the values exact (JSON-escaped). A requeue
+// the database refuses for one row prints the per-item table and exits 1.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
 import { advanceAndDrain, FakeClock } from '../../src/testing/index.js';

@@ -1,5 +1,5 @@
-// DESIGN rules 10 to 15 on every database: claiming by token, effectively-once firing, retries, dead letters,
-// catch-up, the loop and the outbox relay. Time only moves when a test advances the fake clock.
+// The dispatcher on every database: claiming by token, effectively-once firing, retries, dead letters, catch-up and
+// the loop. Time only moves when a test advances the fake clock.
 import { afterEach, describe, expect, it } from 'vitest';
 import { claimDueTimers } from '../../src/dispatcher/claim-due-rows.js';
 import {
@@ -52,7 +52,7 @@ for (const dialect of DIALECTS) {
       return dispatcher;
     };
 
-    describe('rules 10 and 11: claim, deliver, stamp fired with the state change', () => {
+    describe('claim, deliver, stamp fired with the state change', () => {
       it('fires a due timer into its own instance and stamps it fired in the same commit', async () => {
         const { runtime, dispatcher, rows, clock } = setup();
         await quiet(dispatcher);
@@ -165,7 +165,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('rule 12: failures, backoff, dead letters', () => {
+    describe('failures, backoff, dead letters', () => {
       it('a failed delivery leaves the timer pending, counts the attempt, keeps the error and backs off', async () => {
         const { runtime, dispatcher, rows, clock } = setup({ maxAttempts: 3, backoff: { baseMs: 1_000, maxMs: 10_000, jitter: false } });
         await quiet(dispatcher);
@@ -353,7 +353,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('rule 13: catch-up policies', () => {
+    describe('catch-up policies', () => {
       // Three timers per saga came due while no dispatcher ran: 3 days, 2 hours and 2 minutes ago.
       const backlog = async (policy: CatchUpPolicy) => {
         const ctx = setup({ catchUp: { policy, maxAgeMs: 24 * 3_600_000, backlogAfterMs: 60_000 } });
@@ -410,7 +410,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('rule 14: the loop', () => {
+    describe('the loop', () => {
       it('start() fires what is due, stop() resolves when idle; await using stops it too', async () => {
         const { runtime, dispatcher, rows, clock } = setup({ pollIntervalMs: 5_000 });
         await quiet(dispatcher);

@@ -1,7 +1,7 @@
-// Break4 (hostile review of 7f1a642): a pass whose timer claim failed, but whose outbox claim published rows,
-// reaches "only stamps left" and the loop starts the next pass at once: the failure is reported late, with no
-// backoff, and the loop's count of failures in a row is never raised (every report says 1). While outbox rows
-// keep coming, a database fault on the timers is retried without pause, one error log per pass.
+// A pass whose timer claim failed but whose outbox claim published rows reaches "only stamps left": the loop must
+// still report the failure at once, back off like after any failed pass and count its failures in a row, rather than
+// start the next pass at once (while outbox rows keep coming, a database fault on the timers would be retried without
+// pause, one error log per pass).
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';

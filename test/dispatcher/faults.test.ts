@@ -1,8 +1,7 @@
-// Issue 7, on every database: the dispatcher under faults. An undecodable row is retired alone; a lease
-// holds while its delivery runs; a slow delivery does not stall the rest; a database fault is not charged
-// as an attempt; stop() is bounded; a failed pass still reports what its catch-up stamped.
-// Process-level cases (a delivery that kills its process, several SQLite processes) are in
-// dispatcher-processes.test.ts. Time only moves when a test advances the fake clock.
+// The dispatcher under faults, on every database. An undecodable row is retired alone; a lease holds while its
+// delivery runs; a slow delivery does not stall the rest; a database fault is not charged as an attempt; stop() is
+// bounded; a failed pass still reports what its catch-up stamped. Process-level cases (a delivery that kills its
+// process, several SQLite processes) are in test/reliability/. Time only moves when a test advances the fake clock.
 import { randomUUID } from 'node:crypto';
 import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
 import type { MikroORM, Options } from '@mikro-orm/core';
@@ -119,7 +118,7 @@ for (const dialect of DIALECTS) {
     /** Another MikroORM instance on the test database (closed with it). */
     const anotherOrm = (overrides: Partial<Options> = {}): Promise<MikroORM> => db().openAnother(overrides);
 
-    describe('point 1: a row that cannot be decoded is handled alone', () => {
+    describe('a row that cannot be decoded is handled alone', () => {
       it('an undecodable timer and outbox row are dead-lettered alone with a reason that does not quote them; nothing else is charged', async () => {
         const { clock, start, rows, execute } = await fresh();
         const published: OutboxEnvelope[] = [];
@@ -173,7 +172,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('point 3: a lease holds while its delivery runs', () => {
+    describe('a lease holds while its delivery runs', () => {
       it('a delivery running past leaseMs (within its timeout) keeps its lease, and so does the row waiting its turn: a second dispatcher takes neither', async () => {
         const { clock, start, rows } = await fresh();
         const gate = deferred();
@@ -253,7 +252,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('point 4: a slow or hung delivery does not stall the rest', () => {
+    describe('a slow or hung delivery does not stall the rest', () => {
       it('a suspect (LeaseExpired) row waiting to run alone behind a hung delivery does not stop other claims', async () => {
         const { clock, start, rows } = await fresh();
         const gate = deferred();
@@ -340,7 +339,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('point 5: infrastructure faults are not the row’s fault', () => {
+    describe('infrastructure faults are not the row’s fault', () => {
       it('a delivery whose database write fails (terminated connection / locked file) is given back uncharged and fires later', async () => {
         const { clock, start, rows, execute } = await fresh();
         const application = `saga-fault-${randomUUID().slice(0, 8)}`;
@@ -535,7 +534,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('point 7: bounded and accounted', () => {
+    describe('bounded and accounted', () => {
       // better-sqlite3 (`@mikro-orm/better-sqlite` on 6, `@mikro-orm/sqlite` on 7) waits for a lock synchronously,
       // freezing the process, so no timer can bound stop() there (docs/timers.md "Stopping, and failed passes";
       // test/sqlite-drivers.test.ts shows the freeze).

@@ -1,8 +1,8 @@
-// The docs' examples are code that is checked: the README's saga definition is test/docs/fixtures/order-saga.ts (type-checked
-// by `npm run lint` with the union of messages it sends), its
-// registration example test/docs/fixtures/register-app.ts (type-checked), and the docs/testing.md snippet is the
-// marked region below (run on both databases). The first tests keep the docs and the code equal.
-// Regression: the testing.md snippet advanced the clock 31 s where no timer was due yet.
+// The docs' examples are code that is checked: the README's saga definition is test/docs/fixtures/order-saga.ts
+// (type-checked by `npm run lint` with the union of messages it sends), its registration example
+// test/docs/fixtures/register-app.ts (type-checked), and the docs/testing.md snippet is the marked region below (run on
+// both databases, with the clock advanced only as far as a timer is due). The first tests keep the docs and the code
+// equal.
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { describe, expect, expectTypeOf, it } from 'vitest';

@@ -1,6 +1,5 @@
-// The input contract (docs/guarantees.md) on every database: untrusted values are refused typed, before any
-// read or write, and what is accepted is stored alike on PostgreSQL and SQLite. Regression tests are named
-// after what broke.
+// The input contract (docs/guarantees.md) on every database: untrusted values are refused typed, before any read or
+// write, and what is accepted is stored alike on PostgreSQL and SQLite.
 import { describe, expect, it } from 'vitest';
 import {
   type BusinessCalendar,

@@ -1,4 +1,4 @@
-// DESIGN rule 9 on every database: bad input gets a typed error that says what to do, and nothing is written.
+// Bad input on every database gets a typed error that says what to do, and nothing is written.
 import { describe, expect, it } from 'vitest';
 import {
   defineSaga,
@@ -115,7 +115,7 @@ const badSchedules: [string, Action, SagaErrorCode, RegExp][] = [
 ];
 
 for (const dialect of DIALECTS) {
-  describe(`rule 9: bad input (${dialect})`, () => {
+  describe(`bad input (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
     const setup = () => {
       const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock: new FakeClock() });

@@ -1,6 +1,6 @@
-// Issue 9: a force-complete is guarded by the version it read. On PostgreSQL a unit of work can commit between
-// that read and the guarded UPDATE (which waits on the row lock): the change is then VERSION_CONFLICT and
-// writes nothing. The test holds the other transaction open until the force-complete is seen waiting.
+// A force-complete is guarded by the version it read. On PostgreSQL a unit of work can commit between that read and
+// the guarded UPDATE (which waits on the row lock): the change is then VERSION_CONFLICT and writes nothing. The test
+// holds the other transaction open until the force-complete is seen waiting.
 import { describe, expect, it } from 'vitest';
 import { SagaConcurrencyError, SagaRuntime } from '../../src/index.js';
 import { SagaOperations } from '../../src/operations/index.js';

@@ -1,6 +1,6 @@
-// Issue 9 (review): listSagas pages over several saga types on a PostgreSQL database whose collation is ICU
-// en-US, which orders 'Payment' after 'order' where JavaScript orders it before. Paging by one row must still
-// return every saga exactly once, in the order of the one-page listing.
+// listSagas pages over several saga types on a PostgreSQL database whose collation is ICU en-US, which orders
+// 'Payment' after 'order' where JavaScript orders it before. Paging by one row must still return every saga exactly
+// once, in the order of the one-page listing.
 import { randomUUID } from 'node:crypto';
 import { MikroORM } from '@mikro-orm/core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';

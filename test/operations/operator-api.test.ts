@@ -1,5 +1,5 @@
-// Issue 9, operator API, on every database: find sagas, look at one, force-complete and reopen it; list,
-// requeue, cancel and reschedule timers and outbox rows. Real rows, a fake clock, one dispatcher pass at a time.
+// The operator API on every database: find sagas, look at one, force-complete and reopen it; list, requeue, cancel
+// and reschedule timers and outbox rows. Real rows, a fake clock, one dispatcher pass at a time.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {

@@ -1,6 +1,6 @@
-// Issue 9, retention, on every database: purge dispatched timers and outbox rows, completed sagas with their
-// leftovers, and expired message ids, in bounded batches. Each test has a database of its own, so the counts
-// a purge returns are exactly the rows the test wrote.
+// Retention on every database: purge dispatched timers and outbox rows, completed sagas with their leftovers, and
+// expired message ids, in bounded batches. Each test has a database of its own, so the counts a purge returns are
+// exactly the rows the test wrote.
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Duration, SagaDispatcher, SagaHandledMessage, SagaRuntime, silentLogger } from '../../src/index.js';
 import { SagaOperations } from '../../src/operations/index.js';

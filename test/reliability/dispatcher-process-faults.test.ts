@@ -1,7 +1,7 @@
-// Issue 8, with real processes on every database: several dispatcher processes, one of them SIGKILLed while it
+// Dispatcher processes under faults, on every database: several dispatcher processes, one of them SIGKILLed while it
 // holds claims and restarted; and dispatcher processes whose database fails under them (PostgreSQL: backends
 // terminated, connections dropped at COMMIT by a TCP proxy; SQLite: the file locked past the busy timeout).
-// Every timer fires exactly once. Both tests report their figures to `npm run test:reliability`.
+// Every timer fires exactly once. Both tests report their figures to the reliability table (docs/testing.md).
 import type { MikroORM } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { SagaTimer } from '../../src/index.js';

@@ -1,5 +1,6 @@
-// Issue 7, points 2 and 6, with real processes on every database: a delivery that kills its process takes
-// only itself down, and several dispatcher processes share one database (SQLite included), each taking part.
+// Dispatcher processes on every database: a delivery that kills its process takes only itself down (the crash-poison
+// scenario of the reliability table), and several dispatcher processes share one database (SQLite included), each
+// taking part.
 import { describe, expect, it } from 'vitest';
 import { SagaTimer } from '../../src/index.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';

@@ -1,4 +1,4 @@
-// DESIGN rule 18 across processes: two processes delivering the same 1,000 message ids at once apply each once.
+// Idempotent handling across processes: two processes delivering the same 1,000 message ids at once apply each once.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';

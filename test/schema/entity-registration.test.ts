@@ -1,6 +1,6 @@
-// Regression: SAGA_ENTITIES listed in `entities` but not in `entitiesTs` (folder-based discovery run through
-// ts-node or tsx) left saga_timer and saga_outbox out silently until the first write failed. The runtime now
-// refuses to start and names the config keys.
+// The library's entities must be registered: SAGA_ENTITIES listed in `entities` but not in `entitiesTs` (folder-based
+// discovery run through ts-node or tsx) would leave saga_timer and saga_outbox out silently until the first write
+// failed. The runtime refuses to start and names the config keys.
 import { MikroORM, type Options } from '@mikro-orm/core';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { SAGA_ENTITIES, SagaDefinitionError, SagaOutbox, SagaRuntime, SagaState } from '../../src/index.js';

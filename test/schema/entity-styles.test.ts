@@ -109,8 +109,8 @@ for (const dialect of DIALECTS) {
   });
 }
 
-// Regression: an app's ES-decorated entities failed to load under vitest 4 with "SyntaxError: Invalid or unexpected
-// token": Vite 8 transforms TypeScript with Oxc, which lowers legacy decorators only. docs/integration.md shows the
+// An app's ES-decorated entities do not load under vitest 4 as they are ("SyntaxError: Invalid or unexpected
+// token"): Vite 8 transforms TypeScript with Oxc, which lowers legacy decorators only. docs/integration.md shows the
 // plugin the v7 leg runs its ES-decorator fixture through (test/support/lower-es-decorators.ts).
 describe('ES decorators under vitest 4 (Vite 8)', () => {
   const fixture = join(import.meta.dirname, '..', 'fixtures', 'v7', 'es-decorators-saga.ts');

@@ -83,9 +83,9 @@ for (const dialect of DIALECTS) {
   });
 }
 
-// Regression: once MikroORM's metadata cache was warm (the default with the ts-morph provider), the saga
-// table's partial index came back as a plain `(completed_at)` index: `migration:create` wrote the wrong
-// index, and a second `migration:create` after `migration:up` was not clean. Run through the real CLI, one
+// Once MikroORM's metadata cache is warm (the default with the ts-morph provider), the saga table's partial index
+// must not come back as a plain `(completed_at)` index: `migration:create` would write the wrong index, and a second
+// `migration:create` after `migration:up` would not be clean. Run through the real CLI, one
 // process per command, because that is when the cache is read back (and because vitest's decorator
 // transform hides entity source paths from MikroORM, so it never reads the cache in-process).
 for (const dialect of DIALECTS) {

@@ -1,5 +1,5 @@
-// Issue 9, schema verification, on every database: a schema built from the migrations fits; a broken one is a
-// SagaSchemaError naming every missing or different item and the fix, on demand and at start-up.
+// Schema verification on every database: a schema built from the migrations fits; a broken one is a SagaSchemaError
+// naming every missing or different item and the fix, on demand and at start-up.
 import { randomUUID } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';

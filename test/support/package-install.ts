@@ -42,8 +42,7 @@ export function itWorksInTheApp(runApp: AppRunner, expectWorks: (result: Record<
     expectWorks(await runApp('sqlite', defaultProvider, 'default.sqlite'));
   });
 
-  // Regression: with the metadata cache warm (ts-morph's default), the saga table's partial index came
-  // back as a plain index.
+  // With the metadata cache warm (ts-morph's default), the saga table's partial index must stay partial.
   it('works on SQLite with the ts-morph metadata provider, its metadata cache cold and then warm', async () => {
     const cold = await runApp('sqlite', 'ts-morph', 'morph-cold.sqlite');
     expectWorks(cold);

@@ -1,5 +1,6 @@
-// Issue 6 point 7 (PostgreSQL): a pending timer name written by ANOTHER unit of work is a race, retried on fresh state.
-// (The deterministic side, a unique business column, is in persistence-failures.test.ts on both databases.)
+// A pending timer name written by another unit of work between our replace and our insert is a race (PostgreSQL):
+// retried on fresh state. (The deterministic side, a unique business column, is in
+// unit-of-work/persistence-failures.test.ts on both databases.)
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,5 @@
-// DESIGN rules 5 to 8 on every database: replace in place, collisions, completion, step-scoped timers, calendars.
+// Scheduling timers on every database: a pending name is replaced in place, racing schedules of one name collide,
+// completion removes timers, step-scoped timers follow the step, calendars make delays business time.
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { SagaRuntime, WeekdayCalendar } from '../../src/index.js';
@@ -29,7 +30,7 @@ for (const dialect of DIALECTS) {
       return { key, sagaId: result.sagaId! };
     };
 
-    describe('rule 5: scheduling a pending name replaces it', () => {
+    describe('scheduling a pending name replaces it', () => {
       it('in a later unit of work: one pending row, same id, new due time, new token', async () => {
         const { runtime, rows, clock } = setup();
         const { key, sagaId } = await start(runtime, 'replace');
@@ -138,7 +139,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('rule 6: racing schedules of one name collide instead of both inserting', () => {
+    describe('racing schedules of one name collide instead of both inserting', () => {
       it('two transactions inserting the same pending name: the second hits the filtered unique index', async () => {
         const orm = db().orm;
         const sagaId = crypto.randomUUID();
@@ -218,7 +219,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('rule 7: completion removes timers', () => {
+    describe('completion removes timers', () => {
       it('a completing step discards the timers it scheduled and removes every pending one', async () => {
         const { runtime, rows } = setup();
         const { key, sagaId } = await start(runtime, 'complete');
@@ -255,7 +256,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('rule 8: step-scoped timers', () => {
+    describe('step-scoped timers', () => {
       it('changing the step cancels the pending timers of the old step, keeps saga-scoped ones and the new step ones', async () => {
         const { runtime, rows } = setup();
         const { key, sagaId } = await start(runtime, 'steps');

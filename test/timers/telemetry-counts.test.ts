@@ -1,5 +1,5 @@
-// Issue 6 point 10 (last bullet) on every database: each timer event is counted once, and a timer delivered to a
-// missing or completed saga is stamped `discarded`, not `fired`.
+// Timer telemetry on every database: each timer event is counted once, and a timer delivered to a missing or
+// completed saga is stamped `discarded`, not `fired`.
 import { type MeterProvider, metrics } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, SagaTimer, silentLogger } from '../../src/index.js';
@@ -31,7 +31,7 @@ for (const dialect of DIALECTS) {
     const db = useDatabase(dialect, [ScriptedSaga]);
     const quiet = () => db().orm.em.fork().nativeDelete(SagaTimer, {});
 
-    it('regression: a stale firing through a dispatcher adds 1 to saga.timeout.stale (it added 2)', async () => {
+    it('a stale firing through a dispatcher adds 1 to saga.timeout.stale, not 2', async () => {
       await quiet();
       const clock = new FakeClock();
       const entered = deferred();

@@ -1,6 +1,6 @@
-// Hostile review of the unit of work's own transaction (MikroORM 6: BEGIN/COMMIT/ROLLBACK sent on a pooled
-// connection). A pool of one connection makes every unit run on the same connection: what one unit's transaction
-// leaves behind, or what a context kept from it can still do, reaches the next unit.
+// The unit of work's own transaction (MikroORM 6: BEGIN/COMMIT/ROLLBACK sent on a pooled connection) on a pool of
+// one connection, so every unit runs on the same connection: what one unit's transaction leaves behind, or what a
+// context kept from it can still do, must not reach the next unit.
 import type { EntityManager, EventSubscriber, MikroORM, Options, TransactionEventArgs } from '@mikro-orm/core';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../../src/index.js';
@@ -36,7 +36,7 @@ for (const dialect of DIALECTS) {
     const db = useDatabase(dialect, [ScriptedSaga]);
     const opened: MikroORM[] = [];
     beforeAll(async () => {
-      await executeSql(db().orm.em, 'create table tx_break9 (note varchar(100) not null)', [], 'run');
+      await executeSql(db().orm.em, 'create table tx_notes (note varchar(100) not null)', [], 'run');
     });
     afterEach(async () => {
       // Returns only when every pooled connection went back: a leaked one would hang here.
@@ -53,11 +53,11 @@ for (const dialect of DIALECTS) {
     }
 
     const notes = async (prefix: string) =>
-      (await queryRows<{ note: string }>(db().orm.em.fork(), 'select note from tx_break9 where note like ?', [`${prefix}%`]))
+      (await queryRows<{ note: string }>(db().orm.em.fork(), 'select note from tx_notes where note like ?', [`${prefix}%`]))
         .map((row) => row.note)
         .sort();
 
-    const insertNote = (em: EntityManager, note: string) => executeSql(em, 'insert into tx_break9 (note) values (?)', [note], 'run');
+    const insertNote = (em: EntityManager, note: string) => executeSql(em, 'insert into tx_notes (note) values (?)', [note], 'run');
 
     it("refuses a kept transaction context's statement while another unit's transaction holds the same connection", async () => {
       const { orm, hooks, runtime } = await setUp();
@@ -163,7 +163,7 @@ for (const dialect of DIALECTS) {
       hooks.beforeCommit = async ({ em }) => {
         hooks.beforeCommit = undefined;
         // On PostgreSQL a failed statement aborts the transaction: COMMIT then rolls it back without an error.
-        await settle(executeSql(em!, 'insert into tx_break9_missing (note) values (?)', [`${key}-x`], 'run'));
+        await settle(executeSql(em!, 'insert into tx_notes_missing (note) values (?)', [`${key}-x`], 'run'));
       };
       const outcome = await settle(runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }));
       const row = await rowsOf(db().orm).saga(key);

@@ -1,4 +1,4 @@
-// Issue 6 point 9 on every database: what a step of a completed saga can do, and what ctx.completed says.
+// Completed sagas on every database: what a step of a completed saga can do, and what ctx.completed says.
 import { defineEntity } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import {
@@ -84,7 +84,7 @@ for (const dialect of DIALECTS) {
     };
     const row = (orderId: string) => db().orm.em.fork().findOne(RefundSaga, { orderId });
 
-    it('regression: scheduling on a completed saga without reopening is SAGA_COMPLETED, not silently discarded; nothing written', async () => {
+    it('scheduling on a completed saga without reopening is SAGA_COMPLETED, not silently discarded; nothing written', async () => {
       const { runtime } = setup();
       const orderId = await cancelled(runtime);
       const before = await row(orderId);

@@ -1,4 +1,4 @@
-// DESIGN rules 1 to 3 on every database: correlation, starting, ignoring, one transaction, no empty writes.
+// Handling messages on every database: correlation, starting, ignoring, one transaction, no empty writes.
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaPersistenceError, SagaRuntime } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';
@@ -16,7 +16,7 @@ for (const dialect of DIALECTS) {
       return { clock, runtime, rows: rowsOf(db().orm) };
     };
 
-    describe('rule 1: correlation', () => {
+    describe('correlation', () => {
       it('a start message creates one instance at version 0 with the correlation value set', async () => {
         const { runtime, rows, clock } = setup();
         const key = uniqueKey('start');
@@ -66,7 +66,7 @@ for (const dialect of DIALECTS) {
         const late = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'note', text: 'late' }] });
         expect(late).toMatchObject({ outcome: 'handled', version: 1, completed: true });
         expect(await rows.saga(key)).toMatchObject({ counter: 0, log: 'started;late;', version: 1 });
-        // Regression: the late message changed a completed saga; it did not complete it again.
+        // The late message changed a completed saga; it did not complete it again.
         expect(runtime.stats().completed).toBe(1);
       });
 
@@ -84,7 +84,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('rule 2: the step runs outside any transaction', () => {
+    describe('the step runs outside any transaction', () => {
       it('a step that throws writes nothing: no state, no timers, no outbox rows', async () => {
         const { runtime, rows } = setup();
         const key = uniqueKey('throw');
@@ -140,7 +140,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    describe('rule 3: one transaction, and nothing for nothing', () => {
+    describe('one transaction, and nothing for nothing', () => {
       it('state, timers and outbox rows commit together', async () => {
         const { runtime, rows, clock } = setup();
         const key = uniqueKey('together');

@@ -1,5 +1,5 @@
-// DESIGN rule 18 on every database: a message id is recorded with its unit of work, and the same id again
-// writes nothing and answers `duplicate` with the version it produced.
+// Idempotent handling by message id on every database: a message id is recorded with its unit of work, and the same
+// id again writes nothing and answers `duplicate` with the version it produced.
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_MESSAGE_ID_RETENTION_MS, SagaRuntime, SagaSchemaError, SagaValidationError } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';
@@ -179,7 +179,7 @@ for (const dialect of DIALECTS) {
 }
 
 for (const dialect of DIALECTS) {
-  describe(`idempotent handling: what the first review broke (${dialect})`, () => {
+  describe(`idempotent handling: completion, huge ids, a missing table (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
     const setup = () => {
       const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock: new FakeClock() });

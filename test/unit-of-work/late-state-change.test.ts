@@ -1,5 +1,5 @@
-// Regression: a step that changes its state after it returned (a callback it did not await) had those
-// changes written unchecked, the primary key and completed_at included. Now nothing is written.
+// A step that changes its state after it returned (a callback it did not await) must not have those changes written
+// unchecked (the primary key and completed_at included): the unit fails with CONTEXT_CLOSED and writes nothing.
 // The late change runs when the unit of work's transaction starts (a MikroORM transaction event), after the step's
 // checks: a timer or setImmediate would not do, since better-sqlite3 (MikroORM 7) never yields to the event loop.
 import { describe, expect, it } from 'vitest';

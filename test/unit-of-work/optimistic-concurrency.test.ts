@@ -1,4 +1,5 @@
-// DESIGN rule 4 on every database: a stale version rolls back, re-reads, re-runs; bounded; never a lost update.
+// Optimistic concurrency on every database: a stale version rolls back, re-reads and re-runs; bounded; never a lost
+// update.
 import { describe, expect, it } from 'vitest';
 import { SagaConcurrencyError, SagaRuntime } from '../../src/index.js';
 import { ScriptedSaga, scriptedSaga, scriptedVariant } from '../fixtures/scripted-saga.js';
@@ -7,7 +8,7 @@ import { rowsOf } from '../support/rows.js';
 import { deferred, uniqueKey, useDatabase } from '../support/suite.js';
 
 for (const dialect of DIALECTS) {
-  describe(`rule 4: optimistic concurrency (${dialect})`, () => {
+  describe(`optimistic concurrency (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
 
     it('the loser of a race rolls back, re-reads and re-runs its step on fresh state: no lost update', async () => {

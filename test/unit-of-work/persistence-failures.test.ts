@@ -1,4 +1,4 @@
-// Issue 6 points 6 and 7 on every database: failures are typed, classified truthfully, and never leak values.
+// Persistence failures on every database: typed, classified truthfully, and never leaking values.
 import { createServer, type Server } from 'node:net';
 import { defineEntity, MikroORM, type Options } from '@mikro-orm/core';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -90,7 +90,7 @@ for (const dialect of DIALECTS) {
       });
     });
 
-    it('regression: a failed outbox write does not put the payload in the message (a 60 KB payload leaked)', async () => {
+    it('a failed outbox write does not put the payload (60 KB) in the message', async () => {
       const { runtime, rows } = setup();
       const key = uniqueKey('leak');
       const started = await runtime.handle(scriptedSaga, { type: 'Start', key });

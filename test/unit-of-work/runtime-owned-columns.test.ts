@@ -1,4 +1,4 @@
-// Issue 6 point 3 on every database: id, version, createdAt, updatedAt and completedAt stay the runtime's.
+// Runtime-owned columns on every database: id, version, createdAt, updatedAt and completedAt stay the runtime's.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { SagaRuntime, SagaValidationError } from '../../src/index.js';

@@ -1,10 +1,10 @@
-// Breaker (break16): claims run under `set local enable_sort = off` and `set local jit = off` on PostgreSQL
-// (MikroORM 6: one string; MikroORM 7: BEGIN, the settings, the claim and COMMIT as one string on a connection the
-// library holds, or a transaction of kysely's where kysely must hand out the connection). A trigger on both
-// dispatch tables records the settings each claim actually ran under and, when armed, fails the claim in a chosen way
-// (a server error, the connection killed during the claim or at its commit, a claim outlasting the connection's
-// statement_timeout). After each fault: the pass failed, no connection idles in a transaction, the connection the
-// dispatcher uses next (pool of one) has sorting on, and the next pass claims and delivers everything.
+// Claims run under `set local enable_sort = off` and `set local jit = off` on PostgreSQL (MikroORM 6: one string;
+// MikroORM 7: BEGIN, the settings, the claim and COMMIT as one string on a connection the library holds, or a
+// transaction of kysely's where kysely must hand out the connection). A trigger on both dispatch tables records the
+// settings each claim actually ran under and, when armed, fails the claim in a chosen way (a server error, the
+// connection killed during the claim or at its commit, a claim outlasting the connection's statement_timeout). After
+// each fault: the pass failed, no connection idles in a transaction, the connection the dispatcher uses next (pool of
+// one) has sorting on, and the next pass claims and delivers everything.
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../../../src/index.js';
@@ -18,15 +18,15 @@ import { uniqueKey, useDatabase } from '../../support/suite.js';
 type Fault = 'error' | 'terminate' | 'terminate at commit' | 'statement_timeout';
 
 const TRIGGERS = `
-create table break16_seen (tbl text, backend int, sort text, jit text);
-create table break16_fault (kind text);
-create sequence break16_shots;
-create function break16_claim() returns trigger language plpgsql as $$
+create table saga_test_seen (tbl text, backend int, sort text, jit text);
+create table saga_test_fault (kind text);
+create sequence saga_test_shots;
+create function saga_test_claim() returns trigger language plpgsql as $$
 begin
-  insert into break16_seen values (tg_table_name, pg_backend_pid(), current_setting('enable_sort'), current_setting('jit'));
-  if exists (select 1 from break16_fault where kind <> 'terminate at commit') and nextval('break16_shots') = 1 then
-    case (select kind from break16_fault limit 1)
-      when 'error' then raise exception 'break16 claim refused';
+  insert into saga_test_seen values (tg_table_name, pg_backend_pid(), current_setting('enable_sort'), current_setting('jit'));
+  if exists (select 1 from saga_test_fault where kind <> 'terminate at commit') and nextval('saga_test_shots') = 1 then
+    case (select kind from saga_test_fault limit 1)
+      when 'error' then raise exception 'claim refused';
       when 'terminate' then perform pg_terminate_backend(pg_backend_pid()); perform pg_sleep(5);
       when 'statement_timeout' then perform pg_sleep(5);
       else null;
@@ -34,20 +34,20 @@ begin
   end if;
   return new;
 end $$;
-create function break16_at_commit() returns trigger language plpgsql as $$
+create function saga_test_at_commit() returns trigger language plpgsql as $$
 begin
-  if exists (select 1 from break16_fault where kind = 'terminate at commit') and nextval('break16_shots') = 1 then
+  if exists (select 1 from saga_test_fault where kind = 'terminate at commit') and nextval('saga_test_shots') = 1 then
     perform pg_terminate_backend(pg_backend_pid()); perform pg_sleep(5);
   end if;
   return null;
 end $$;
-create trigger break16_claim before update on saga_timer for each row when (old.token is distinct from new.token) execute function break16_claim();
-create trigger break16_claim before update on saga_outbox for each row when (old.token is distinct from new.token) execute function break16_claim();
-create constraint trigger break16_commit after update on saga_timer deferrable initially deferred for each row when (old.token is distinct from new.token) execute function break16_at_commit();
-create constraint trigger break16_commit after update on saga_outbox deferrable initially deferred for each row when (old.token is distinct from new.token) execute function break16_at_commit();
+create trigger saga_test_claim before update on saga_timer for each row when (old.token is distinct from new.token) execute function saga_test_claim();
+create trigger saga_test_claim before update on saga_outbox for each row when (old.token is distinct from new.token) execute function saga_test_claim();
+create constraint trigger saga_test_commit after update on saga_timer deferrable initially deferred for each row when (old.token is distinct from new.token) execute function saga_test_at_commit();
+create constraint trigger saga_test_commit after update on saga_outbox deferrable initially deferred for each row when (old.token is distinct from new.token) execute function saga_test_at_commit();
 `;
 
-describe('break16: claims under planner settings, faults (postgresql)', () => {
+describe('claims under planner settings, faults (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
   const opened: MikroORM[] = [];
 
@@ -56,9 +56,9 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
   });
   afterEach(async () => {
     for (const orm of opened.splice(0)) await orm.close(true);
-    await db().orm.em.getConnection().execute('delete from break16_fault');
-    await db().orm.em.getConnection().execute('delete from break16_seen');
-    await db().orm.em.getConnection().execute(`select setval('break16_shots', 1, false)`);
+    await db().orm.em.getConnection().execute('delete from saga_test_fault');
+    await db().orm.em.getConnection().execute('delete from saga_test_seen');
+    await db().orm.em.getConnection().execute(`select setval('saga_test_shots', 1, false)`);
   });
 
   async function seed(clock: FakeClock, count: number): Promise<void> {
@@ -138,7 +138,7 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
         fault === 'statement_timeout' ? { driverOptions: pgConnectionOptions({ serverOptions: '-c statement_timeout=300' }) } : {},
         { concurrency: 4 },
       );
-      await db().orm.em.getConnection().execute(`insert into break16_fault values ('${fault}')`);
+      await db().orm.em.getConnection().execute(`insert into saga_test_fault values ('${fault}')`);
       clock.advance(2_000);
       const failure = await dispatcher.runOnce().then(
         () => undefined,
@@ -153,13 +153,13 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
         [],
       );
       expect(after).toMatchObject({ sort: 'on' });
-      await db().orm.em.getConnection().execute('delete from break16_fault');
+      await db().orm.em.getConnection().execute('delete from saga_test_fault');
       const result = await dispatcher.runOnce();
       expect(published.filter((t) => t.startsWith('Out')).sort()).toEqual(['Out0', 'Out1', 'Out2']);
       expect(result.timers.fired).toBe(3);
       expect(await pending()).toEqual({ outbox: 0, timers: 0 });
       // Every claim that committed (of the failed pass and of the recovered one) ran under the settings.
-      const seen = await queryRows<{ tbl: string; sort: string; jit: string }>(db().orm.em.fork(), 'select * from break16_seen', []);
+      const seen = await queryRows<{ tbl: string; sort: string; jit: string }>(db().orm.em.fork(), 'select * from saga_test_seen', []);
       expect(seen.length).toBe(6);
       expect(new Set(seen.map((s) => `${s.sort}/${s.jit}`))).toEqual(new Set(['off/off']));
       expect(await idleInTransaction()).toBe(0);
@@ -178,7 +178,7 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
       const result = await dispatcher.runOnce();
       expect(result.timers.fired).toBe(2);
       expect(published.filter((t) => t.startsWith('Out')).sort()).toEqual(['Out0', 'Out1']);
-      const seen = await queryRows<{ sort: string; jit: string }>(db().orm.em.fork(), 'select * from break16_seen', []);
+      const seen = await queryRows<{ sort: string; jit: string }>(db().orm.em.fork(), 'select * from saga_test_seen', []);
       expect(seen.length).toBe(4);
       expect(new Set(seen.map((s) => `${s.sort}/${s.jit}`))).toEqual(new Set(['off/off']));
       const [after] = await queryRows<{ sort: string }>(orm.em.fork(), `select current_setting('enable_sort') as "sort"`, []);
@@ -211,12 +211,12 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
             if (armed && /update "saga_(timer|outbox)" set "token" =|with "locked" as/.test(sql)) claims++;
             if (armed && claims === refuseAfterClaim && sql.trim().toLowerCase() === refused) {
               armed = false;
-              throw new Error(`break16: ${refused} refused by the onQuery hook`);
+              throw new Error(`${refused} refused by the onQuery hook`);
             }
             return sql;
           },
         });
-        if (refused === 'rollback') await db().orm.em.getConnection().execute(`insert into break16_fault values ('error')`);
+        if (refused === 'rollback') await db().orm.em.getConnection().execute(`insert into saga_test_fault values ('error')`);
         armed = true;
         // Timers not due yet: no timer delivery (whose unit's commit would end the open transaction too) follows.
         clock.advance(refused === 'commit' ? 500 : 2_000);
@@ -226,16 +226,16 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
         );
         if (refused === 'commit') expect(failure, 'the claim commits').toBeUndefined();
         else expect(failure, 'the pass fails on the claim').toBeInstanceOf(Error);
-        await db().orm.em.getConnection().execute('delete from break16_fault');
+        await db().orm.em.getConnection().execute('delete from saga_test_fault');
         // The application's next statement on the pool's one connection: an autocommit write, then the settings.
-        await orm.em.fork().getConnection().execute(`insert into break16_seen values ('app', pg_backend_pid(), 'app', 'app')`);
+        await orm.em.fork().getConnection().execute(`insert into saga_test_seen values ('app', pg_backend_pid(), 'app', 'app')`);
         const [after] = await queryRows<{ sort: string }>(orm.em.fork(), `select current_setting('enable_sort') as "sort"`, []);
         const state = await queryRows<{ state: string }>(
           db().orm.em.fork(),
           `select state from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid() and state like 'idle%'`,
           [],
         );
-        const appWrite = await queryRows<{ tbl: string }>(db().orm.em.fork(), `select tbl from break16_seen where tbl = 'app'`, []);
+        const appWrite = await queryRows<{ tbl: string }>(db().orm.em.fork(), `select tbl from saga_test_seen where tbl = 'app'`, []);
         expect({
           sort: after!.sort,
           idleInTransaction: state.filter((s) => s.state !== 'idle').length,
@@ -253,7 +253,7 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
     const clock = new FakeClock('2026-01-05T09:00:00.000Z');
     await drainAll(clock);
     await seed(clock, 40);
-    await db().orm.em.getConnection().execute('delete from break16_seen');
+    await db().orm.em.getConnection().execute('delete from saga_test_seen');
     const firedRows = async () =>
       Number(
         (await queryRows<{ n: string }>(db().orm.em.fork(), `select count(*) as "n" from saga_timer where outcome = 'fired'`, []))[0]!.n,
@@ -289,7 +289,7 @@ describe('break16: claims under planner settings, faults (postgresql)', () => {
     // Each delivery fired a row of its own (a leftover of an earlier test may fire too): none twice.
     expect(fired).toBe((await firedRows()) - firedBefore);
     expect(fired).toBeGreaterThanOrEqual(40);
-    const seen = await queryRows<{ backend: number }>(db().orm.em.fork(), 'select distinct backend from break16_seen', []);
+    const seen = await queryRows<{ backend: number }>(db().orm.em.fork(), 'select distinct backend from saga_test_seen', []);
     expect(seen.length).toBe(2);
   });
 });

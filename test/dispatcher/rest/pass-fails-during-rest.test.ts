@@ -32,7 +32,7 @@ for (const dialect of DIALECTS) {
         onQuery: (sql: string) => {
           if (down) {
             statementsWhileDown++;
-            return 'select * from break15_database_is_down';
+            return 'select * from saga_test_database_is_down';
           }
           return sql;
         },

@@ -1,6 +1,6 @@
-// Attacks on the folded BEGIN / COMMIT of a unit of work (MikroORM 6 on PostgreSQL): `begin; <statement>; commit`
-// in one simple query. Whatever the statement's text ends with, COMMIT must run as a statement of its own, and a
-// unit whose COMMIT did not run must never be taken for committed.
+// The folded BEGIN / COMMIT of a unit of work (MikroORM 6 on PostgreSQL): `begin; <statement>; commit` in one simple
+// query. Whatever the statement's text ends with, COMMIT must run as a statement of its own, and a unit whose COMMIT
+// did not run must never be taken for committed.
 
 import type { EventSubscriber, MikroORM, TransactionEventArgs } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -21,7 +21,7 @@ class BeforeCommit implements EventSubscriber {
 }
 
 /** sqlcommenter's style: a block comment after each statement. */
-const sqlCommenter = (sql: string) => `${sql} /*app='break10'*/`;
+const sqlCommenter = (sql: string) => `${sql} /*app='tagged'*/`;
 
 describe('folded COMMIT (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
@@ -32,7 +32,7 @@ describe('folded COMMIT (postgresql)', () => {
 
   it("an onQuery hook that tags each statement with a trailing '--' comment does not swallow COMMIT", async () => {
     // A common way to tag queries for pg_stat_statements / logs: a line comment after the statement.
-    const orm = await db().openAnother({ onQuery: (sql: string) => `${sql} -- app=break10`, pool: { min: 0, max: 1 } });
+    const orm = await db().openAnother({ onQuery: (sql: string) => `${sql} -- app=tagged`, pool: { min: 0, max: 1 } });
     opened.push(orm);
     const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], groupCommit: false });
     const key = uniqueKey('comment');
@@ -57,7 +57,7 @@ describe('folded COMMIT (postgresql)', () => {
     await runtime.handle(scriptedSaga, { type: 'Start', key });
     hook.once = async ({ em }) => {
       // A failed statement aborts the transaction; PostgreSQL answers the COMMIT after it with ROLLBACK.
-      await executeSql(em!, 'select * from break10_missing_table', [], 'all').catch(() => undefined);
+      await executeSql(em!, 'select * from saga_test_missing_table', [], 'all').catch(() => undefined);
     };
     const outcome = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }).then(
       () => undefined,
@@ -68,7 +68,7 @@ describe('folded COMMIT (postgresql)', () => {
   });
 
   it("a subscriber's nested em.transactional() as the transaction's first statement runs inside the unit's transaction", async () => {
-    await executeSql(db().orm.em.fork(), 'create table if not exists tx_break10 (note varchar(100) not null)', [], 'run');
+    await executeSql(db().orm.em.fork(), 'create table if not exists tx_notes (note varchar(100) not null)', [], 'run');
     const orm = await db().openAnother({ pool: { min: 0, max: 1 } });
     opened.push(orm);
     let note: string | undefined;
@@ -79,7 +79,7 @@ describe('folded COMMIT (postgresql)', () => {
         // MikroORM 7 fires the event for the nested transaction too: it must not open another.
         note = undefined;
         // A savepoint on the unit's transaction: BEGIN must already be in force when it is sent.
-        await em!.transactional((tx) => executeSql(tx, 'insert into tx_break10 (note) values (?)', [text], 'run'), { clear: true });
+        await em!.transactional((tx) => executeSql(tx, 'insert into tx_notes (note) values (?)', [text], 'run'), { clear: true });
       },
     };
     orm.em.getEventManager().registerSubscriber(atStart);
@@ -89,7 +89,7 @@ describe('folded COMMIT (postgresql)', () => {
     note = key;
     const result = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
     expect(result.version).toBe(1);
-    const notes = await executeSql<{ note: string }[]>(db().orm.em.fork(), 'select note from tx_break10 where note = ?', [key], 'all');
+    const notes = await executeSql<{ note: string }[]>(db().orm.em.fork(), 'select note from tx_notes where note = ?', [key], 'all');
     expect(notes).toEqual([{ note: key }]);
     expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 1 });
   });
@@ -111,15 +111,15 @@ describe('folded COMMIT (postgresql)', () => {
     const admin = db().orm.em.fork();
     await executeSql(
       admin,
-      `create or replace function break10_refuse_13() returns trigger language plpgsql as $$
+      `create or replace function saga_test_refuse_13() returns trigger language plpgsql as $$
        begin if new.counter = 13 then raise exception 'thirteen' using errcode = 'P0013'; end if; return new; end $$`,
       [],
       'run',
     );
-    await executeSql(admin, 'drop trigger if exists break10_refuse_13 on scripted_saga', [], 'run');
+    await executeSql(admin, 'drop trigger if exists saga_test_refuse_13 on scripted_saga', [], 'run');
     await executeSql(
       admin,
-      'create constraint trigger break10_refuse_13 after update on scripted_saga deferrable initially deferred for each row execute function break10_refuse_13()',
+      'create constraint trigger saga_test_refuse_13 after update on scripted_saga deferrable initially deferred for each row execute function saga_test_refuse_13()',
       [],
       'run',
     );
@@ -138,7 +138,7 @@ describe('folded COMMIT (postgresql)', () => {
       await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc', by: 2 }] });
       expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 14, version: 1 });
     } finally {
-      await executeSql(admin, 'drop trigger if exists break10_refuse_13 on scripted_saga', [], 'run');
+      await executeSql(admin, 'drop trigger if exists saga_test_refuse_13 on scripted_saga', [], 'run');
     }
   });
 });

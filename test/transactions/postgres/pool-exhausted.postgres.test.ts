@@ -1,7 +1,6 @@
-// Regression (MikroORM 7 review): a pool with every connection in use is not an unreachable database and not
-// the row's fault. On 7, pg-pool's acquire timeout reached the library as a bare DriverException, so the
-// dispatcher charged (and dead-lettered) healthy timers (see test/unit/infrastructure-fault.test.ts) and
-// handle() said the server could not be reached.
+// A pool with every connection in use is not an unreachable database and not the row's fault. On MikroORM 7, pg-pool's
+// acquire timeout reaches the library as a bare DriverException: the dispatcher must not charge (and dead-letter)
+// healthy timers (see test/unit/infrastructure-fault.test.ts), and handle() must say the pool had no free connection.
 import type { EntityManager, MikroORM, Options } from '@mikro-orm/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SagaPersistenceError, SagaRuntime } from '../../../src/index.js';

@@ -1,9 +1,8 @@
-// break17: a unit that rolls back before it sent any statement (BEGIN still waiting to go with the first one) while an
+// A unit that rolls back before it sent any statement (BEGIN still waiting to go with the first one) while an
 // afterTransactionRollback subscriber runs a statement through the unit's EntityManager. The library dispatches that
-// event before it lets go of the connection and with the unit's transaction context still set, so the subscriber's
-// statement carries the BEGIN that never went: the connection goes back to the pool inside a transaction nobody ends.
-// On MikroORM 7 before dd7bcc9 (kysely's transaction, BEGIN sent at once) the statement was refused as run on a
-// transaction already rolled back.
+// event before it lets go of the connection, with the unit's transaction context still set: the subscriber's statement
+// would carry the BEGIN that never went, and the connection must not go back to the pool inside a transaction nobody
+// ends.
 import type { EventSubscriber, MikroORM, Options, TransactionEventArgs } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../../../src/index.js';
@@ -33,7 +32,7 @@ class AuditRollback implements EventSubscriber {
   }
 }
 
-describe('break17: a statement in afterTransactionRollback of a unit that sent nothing (postgresql)', () => {
+describe('a statement in afterTransactionRollback of a unit that sent nothing (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
   const opened: MikroORM[] = [];
   afterEach(async () => {

@@ -1,5 +1,5 @@
-// break13: SQLite writes one group at a time by default (groupCommit.maxGroups 1). Many concurrent callers on a few
-// sagas, messages and timer schedules mixed: every unit applied exactly once, none lost, no "database is locked".
+// SQLite writes one group at a time by default (groupCommit.maxGroups 1). Many concurrent callers on a few sagas,
+// messages and timer schedules mixed: every unit applied exactly once, none lost, no "database is locked".
 
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -29,7 +29,7 @@ const saga = defineSaga<ScriptedSaga, Msg>({
 });
 
 for (const dialect of DIALECTS.filter(isSqlite)) {
-  describe(`break13: one group at a time on ${dialect}`, () => {
+  describe(`one group at a time on ${dialect}`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
     const opened: MikroORM[] = [];
     afterEach(async () => {

@@ -1,6 +1,6 @@
-// break11: two runtimes with group commit (units written together on PostgreSQL, both majors) and two dispatchers on
-// one database, many timers due at once plus messages to the same sagas: every timer fires exactly once and every
-// state change is applied once.
+// Two runtimes with group commit (units written together on PostgreSQL, both majors) and two dispatchers on one
+// database, many timers due at once plus messages to the same sagas: every timer fires exactly once and every state
+// change is applied once.
 import type { MikroORM } from '@mikro-orm/core';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -35,7 +35,7 @@ const saga = defineSaga<ScriptedSaga, Msg>({
   },
 });
 
-describe('break11: dispatchers and runtimes with units written together (postgresql)', () => {
+describe('dispatchers and runtimes with units written together (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
   const opened: MikroORM[] = [];
   afterEach(async () => {

@@ -12,7 +12,7 @@ import { untilLockWaiters } from '../../support/row-locks.js';
 import { rowsOf } from '../../support/rows.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
 
-describe('units written together, attacked (postgresql)', () => {
+describe('units written together, under faults and hostile input (postgresql)', () => {
   const db = useDatabase('postgresql', [ScriptedSaga]);
   const { setUp, asOneGroup, hold: holdByKey, opened } = groupWriting(db);
 

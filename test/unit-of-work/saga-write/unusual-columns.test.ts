@@ -1,6 +1,6 @@
-// Held (no defect): the direct UPDATE writes columns whose names need quoting (spaces, embedded double quotes),
-// values holding ?, ?? and \\?, a nullable column set to null and back, an enum, a string[] array and a lazy
-// property, as MikroORM reads them back, on every driver and both majors.
+// The write phase's own UPDATE writes columns whose names need quoting (spaces, embedded double quotes), values
+// holding ?, ?? and \\?, a nullable column set to null and back, an enum, a string[] array and a lazy property, as
+// MikroORM reads them back, on every driver and both majors.
 import { defineEntity } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../../../src/index.js';
