@@ -537,7 +537,7 @@ for (const dialect of DIALECTS) {
     describe('bounded and accounted', () => {
       // better-sqlite3 (`@mikro-orm/better-sqlite` on 6, `@mikro-orm/sqlite` on 7) waits for a lock synchronously,
       // freezing the process, so no timer can bound stop() there (docs/timers.md "Stopping, and failed passes";
-      // test/sqlite-drivers.test.ts shows the freeze).
+      // test/transactions/sqlite/drivers.test.ts shows the freeze).
       it.runIf(!waitsForLocksSynchronously(dialect))(
         'stop() resolves after stopTimeoutMs when the database stops answering mid-pass',
         async () => {

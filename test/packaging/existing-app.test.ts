@@ -124,7 +124,7 @@ describe('docs/integration.md', () => {
 // The example is a MikroORM 6 app: legacy decorators from @mikro-orm/core, folder-based discovery with the
 // metadata cache, MikroORM 6's `esm.js` CLI entry and 6.6.16 in its package.json. On 7 each of those is another
 // API (decorators from @mikro-orm/decorators, `discoverEntities`, the FileCacheAdapter from fs-utils, `cli.js`),
-// so it runs on 6 only; test/package-v7.test.ts runs the tarball, its `mikro-orm-saga` bin and the 7 CLI in a
+// so it runs on 6 only; test/packaging/package-v7.test.ts runs the tarball, its `mikro-orm-saga` bin and the 7 CLI in a
 // MikroORM 7 app.
 describe.runIf(LOADED_ORM_MAJOR === 6)('examples/existing-app (a MikroORM 6 app)', () => {
   beforeAll(async () => {

@@ -1,7 +1,7 @@
 // The published package in a separate MikroORM 7 application (docs: README "MikroORM 7"): the tarball installs
 // there, type-checks against 7's types, and works with entities written with ES decorators and with
 // `defineEntity`, on SQLite and PostgreSQL; the app's own 7 CLI generates migrations that keep the library's
-// filtered indexes. Runs in the v7 leg only (`npm run test:v7`); the 6 leg has test/package.test.ts.
+// filtered indexes. Runs in the v7 leg only (`npm run test:v7`); the 6 leg has test/packaging/package.test.ts.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { cp, readdir, readFile, rm, writeFile } from 'node:fs/promises';

@@ -12,7 +12,7 @@ import { REPO_ROOT } from '../support/repository.js';
 // node_modules: one copy of @mikro-orm/core, as in a real app.
 const app = join(REPO_ROOT, '.tmp', `package-app-${randomUUID().slice(0, 8)}`);
 
-// MikroORM 7 has its own app and test (test/package-v7.test.ts): this app uses 6's decorators.
+// MikroORM 7 has its own app and test (test/packaging/package-v7.test.ts): this app uses 6's decorators.
 describe.runIf(LOADED_ORM_MAJOR === 6)('the npm tarball in a separate MikroORM app', () => {
   beforeAll(async () => {
     await installPackage(app);

@@ -1,5 +1,5 @@
 // Installs the npm tarball of this repository into a separate app folder, as a user's `npm install` does, with
-// no registry access (test/package.test.ts on MikroORM 6, test/package-v7.test.ts on MikroORM 7).
+// no registry access (test/packaging/package.test.ts on MikroORM 6, test/packaging/package-v7.test.ts on MikroORM 7).
 import { randomUUID } from 'node:crypto';
 import { expect, inject, it } from 'vitest';
 import { SAGA_MIGRATIONS } from '../../migrations/index.js';

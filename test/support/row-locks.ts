@@ -33,7 +33,7 @@ export async function rowLocker(orm: MikroORM, table: string) {
 /**
  * Makes the published stamps of `saga_outbox` wait while the gate is closed (PostgreSQL): a trigger on the stamp
  * (`outcome` set to 'published') takes an advisory lock that `close()` holds in a transaction of `orm` until `open()`.
- * A stamp no longer waits for a row another transaction holds locked (it skips it: test/dispatcher-locked-row), so
+ * A stamp no longer waits for a row another transaction holds locked (it skips it: test/dispatcher/stamp/locked-row.postgres.test.ts), so
  * tests of a slow stamp statement hold it up this way. `orm` is a connection of the test's own, not the code's.
  */
 export async function stampGate(orm: MikroORM) {
