@@ -5,20 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
 import { SagaOperations } from '../../src/operations/index.js';
 import { advanceAndDrain, FakeClock } from '../../src/testing/index.js';
-import { type Action, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
+import { type Action, failingTimer, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import { cliApp } from '../support/cli-process.js';
 import { DIALECTS } from '../support/databases.js';
 import { rowsOf } from '../support/rows.js';
 import { useDatabase } from '../support/suite.js';
 
 const UUID = '[0-9a-f-]{36}';
-const failing = (name: string): Action => ({
-  op: 'schedule',
-  name,
-  after: { minutes: 1 },
-  message: { type: 'Tick', label: name, actions: [{ op: 'throw', message: 'card declined' }] },
-});
-
 /** The table's line of the row `id`, split on its column gaps. */
 function lineOf(table: string, id: string): string[] {
   const line = table.split('\n').find((l) => l.startsWith(id));
@@ -48,8 +41,8 @@ for (const dialect of DIALECTS) {
       const start = async (key: string, actions: Action[]) => {
         ids[key] = (await runtime.handle(scriptedSaga, { type: 'Start', key, actions })).sagaId!;
       };
-      await start('stuck', [failing('payment-timeout')]);
-      await start('closed', [failing('payment-timeout')]);
+      await start('stuck', [failingTimer('payment-timeout', { error: 'card declined', after: { minutes: 1 } })]);
+      await start('closed', [failingTimer('payment-timeout', { error: 'card declined', after: { minutes: 1 } })]);
       await start('waiting', [{ op: 'schedule', name: 'reminder', after: { days: 1 } }]);
       await start('flaky', [{ op: 'send', message: { type: 'ShipOrder' } }]);
       let refusals = 0;

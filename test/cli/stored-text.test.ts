@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
 import { advanceAndDrain, FakeClock } from '../../src/testing/index.js';
-import { type Action, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
+import { failingTimer, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import { cliApp } from '../support/cli-process.js';
 import { DIALECTS } from '../support/databases.js';
 import { refuseInserts, rowsOf } from '../support/rows.js';
@@ -20,13 +20,6 @@ const ERROR = `boom ${EVIL}`;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what must not be printed.
 const CONTROL = /[\x00-\x09\x0b-\x1f\x7f-\x9f]/;
 
-const failing = (name: string): Action => ({
-  op: 'schedule',
-  name,
-  after: { minutes: 1 },
-  message: { type: 'Tick', label: name, actions: [{ op: 'throw', message: name === TIMER ? ERROR : 'boom' }] },
-});
-
 for (const dialect of DIALECTS) {
   describe(`the CLI on stored text (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
@@ -37,8 +30,16 @@ for (const dialect of DIALECTS) {
       await app.create();
       const clock = new FakeClock('2026-11-30T09:00:00Z');
       const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
-      await runtime.handle(scriptedSaga, { type: 'Start', key: KEY, actions: [failing(TIMER)] });
-      await runtime.handle(scriptedSaga, { type: 'Start', key: 'halfway', actions: [failing('kept'), failing('refused')] });
+      await runtime.handle(scriptedSaga, {
+        type: 'Start',
+        key: KEY,
+        actions: [failingTimer(TIMER, { error: ERROR, after: { minutes: 1 } })],
+      });
+      await runtime.handle(scriptedSaga, {
+        type: 'Start',
+        key: 'halfway',
+        actions: [failingTimer('kept', { after: { minutes: 1 } }), failingTimer('refused', { after: { minutes: 1 } })],
+      });
       const dispatcher = new SagaDispatcher({ runtime, publish: async () => {}, maxAttempts: 2, logger: silentLogger });
       await advanceAndDrain(clock, dispatcher, { minutes: 2 });
       await advanceAndDrain(clock, dispatcher, { minutes: 10 });

@@ -18,18 +18,12 @@ import { decodeCursor, encodeCursor } from '../../src/operations/page-cursor.js'
 import { EARLIEST_STATE_DATE_MS, LATEST_STATE_DATE_MS } from '../../src/saga/state-values.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { NumberedSaga, numberedSaga } from '../fixtures/numbered-saga.js';
-import { type Action, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '../fixtures/scripted-saga.js';
+import { type Action, failingTimer, ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '../fixtures/scripted-saga.js';
 import { DIALECTS } from '../support/databases.js';
 import { refuseInserts, rowsOf } from '../support/rows.js';
 import { deferred, uniqueKey, useDatabase } from '../support/suite.js';
 
 /** A timer message whose step throws: its deliveries fail until it is dead-lettered. */
-const failing = (name: string, after: Duration = 1_000): Action => ({
-  op: 'schedule',
-  name,
-  after,
-  message: { type: 'Tick', label: name, actions: [{ op: 'throw', message: 'boom' }] },
-});
 const YEAR: Duration = { days: 365 };
 /** The filters of `listSagas({ sagaType: 'scripted' })`, as its cursors digest them. */
 const SAGAS = { types: ['scripted'], status: 'all' };
@@ -417,7 +411,7 @@ for (const dialect of DIALECTS) {
     describe('timers', () => {
       it('lists by status, saga and name; requeues a dead-lettered timer with attempts reset and a new token', async () => {
         const { ops, start, deadLetterDue, rows } = setup();
-        const id = await start(uniqueKey('dead'), [failing('boom'), { op: 'schedule', name: 'later', after: YEAR }]);
+        const id = await start(uniqueKey('dead'), [failingTimer('boom'), { op: 'schedule', name: 'later', after: YEAR }]);
         await deadLetterDue();
         const dead = await ops.listTimers({ status: 'dead_lettered', sagaId: id, limit: 10 });
         expect(dead.items).toMatchObject([
@@ -447,7 +441,7 @@ for (const dialect of DIALECTS) {
       it('a requeue whose name is pending again on the saga is a per-item conflict, and the row stays dead-lettered', async () => {
         const { ops, start, deadLetterDue, runtime, rows } = setup();
         const key = uniqueKey('conflict');
-        const id = await start(key, [failing('boom')]);
+        const id = await start(key, [failingTimer('boom')]);
         await deadLetterDue();
         const [dead] = (await ops.listTimers({ status: 'dead_lettered', sagaId: id, limit: 1 })).items;
         await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'schedule', name: 'boom', after: YEAR }] });
@@ -471,8 +465,8 @@ for (const dialect of DIALECTS) {
           after: 1_000,
           message: { type: 'Do', key, actions: [{ op: 'throw', message: 'boom' }] },
         };
-        const closed = await start(key, [failing('boom'), failingDo]);
-        const gone = await start(uniqueKey('gone'), [failing('boom')]);
+        const closed = await start(key, [failingTimer('boom'), failingDo]);
+        const gone = await start(uniqueKey('gone'), [failingTimer('boom')]);
         await deadLetterDue();
         await ops.forceComplete({ sagaType: 'scripted', sagaId: closed, reason: 'cancelled' });
         await db().orm.em.getConnection().execute(`delete from scripted_saga where id = '${gone}'`);
@@ -499,7 +493,7 @@ for (const dialect of DIALECTS) {
 
       it('a requeue the database refuses for one row reports that row failed, by class name, and still requeues the rest', async () => {
         const { ops, start, deadLetterDue, rows } = setup();
-        const id = await start(uniqueKey('halfway'), [failing('first'), failing('refused'), failing('last')]);
+        const id = await start(uniqueKey('halfway'), [failingTimer('first'), failingTimer('refused'), failingTimer('last')]);
         await deadLetterDue();
         const dead = await rows.timers({ sagaId: id });
         const idOf = (name: string) => dead.find((t) => t.name === name)!.id;

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type Duration, SagaDispatcher, SagaHandledMessage, SagaRuntime, silentLogger } from '../../src/index.js';
 import { SagaOperations } from '../../src/operations/index.js';
 import { FakeClock } from '../../src/testing/index.js';
-import { type Action, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
+import { type Action, failingTimer, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import { createTestDatabase, DIALECTS, type TestDatabase } from '../support/databases.js';
 import { rowsOf } from '../support/rows.js';
 
@@ -44,19 +44,13 @@ for (const dialect of DIALECTS) {
       };
       return { clock, runtime, ops, start, twoPasses, rows: rowsOf(db.orm) };
     };
-    const failing: Action = {
-      op: 'schedule',
-      name: 'boom',
-      after: 1_000,
-      message: { type: 'Tick', label: 'boom', actions: [{ op: 'throw', message: 'boom' }] },
-    };
 
     it('deletes dispatched timers and outbox rows before the cutoff; dead-lettered ones only when asked', async () => {
       const { clock, ops, start, twoPasses, rows } = await setup();
       const id = await start('k', [
         { op: 'schedule', name: 'fire', after: 1_000 },
         { op: 'schedule', name: 'later', after: YEAR },
-        failing,
+        failingTimer('boom'),
         { op: 'send', message: { type: 'Hello' } },
         { op: 'send', message: { type: 'Refused' } },
       ]);

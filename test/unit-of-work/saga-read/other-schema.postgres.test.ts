@@ -1,10 +1,11 @@
 // The unit of work's own read of a saga row (src/orm/direct-reads.ts rowReadSql) must read the table em.findOne reads:
 // em.findOne takes the schema of the EntityManager (`em.fork({ schema })`, `em.schema = ...`) and of the config
 // (`schema` option) for an entity without one of its own, and a wildcard (`schema: '*'`) entity's rows from there.
-import { defineEntity, type EntityManager, type EntityMetadata, helper, wrap } from '@mikro-orm/core';
+import { defineEntity, type EntityManager } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { SagaState, SagaStateSchema } from '../../../src/index.js';
 import { hydrateRow, readRowBy, readsRowsDirectly, rowReadSql } from '../../../src/orm/index.js';
+import { managedState, metaOf } from '../../support/managed-entity.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
 
 class SchemaReadSaga extends SagaState {
@@ -40,10 +41,6 @@ const WildcardReadSagaSchema = defineEntity({
 
 const TENANT = 'tenant_read';
 
-function metaOf(em: EntityManager, entity: object): EntityMetadata {
-  return em.getMetadata().find(entity as never)!;
-}
-
 /** The saga as a unit of work reads it on `fork`: its own SELECT when it may, else em.findOne (load-instance.ts). */
 async function readAsUnit<T extends object>(fork: EntityManager, entity: object, property: string, value: unknown): Promise<T | null> {
   const meta = metaOf(fork, entity);
@@ -53,11 +50,6 @@ async function readAsUnit<T extends object>(fork: EntityManager, entity: object,
     return row ? hydrateRow<T>(fork, meta, row) : null;
   }
   return (await fork.findOne(entity as never, { [property]: value } as never)) as T | null;
-}
-
-function managedState(entity: object | null): unknown {
-  if (!entity) return null;
-  return { values: wrap(entity).toObject(), original: helper(entity).__originalEntityData, schema: helper(entity).getSchema() };
 }
 
 describe("the unit of work's own read of a saga row in another schema (postgresql)", () => {

@@ -2,12 +2,13 @@
 // rowReadSql, readRowBy), instead of em.findOne's QueryBuilder on every message: the managed entity must be exactly
 // what em.findOne gives, for every plain column type, and every mapping that SELECT would not read as em.findOne
 // does (a formula, a lazy property, an embeddable, a relation, a type read through SQL) keeps em.findOne.
-import { DecimalType, defineEntity, type EntityManager, type EntityMetadata, helper, type Platform, Type, wrap } from '@mikro-orm/core';
+import { DecimalType, defineEntity, type EntityManager, type Platform, Type } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { defineSaga, SagaRuntime, SagaState, SagaStateSchema } from '../../../src/index.js';
 import { hydrateRow, readRowBy, rowReadSql } from '../../../src/orm/index.js';
 import { LabelListType } from '../../fixtures/label-list-type.js';
 import { DIALECTS } from '../../support/databases.js';
+import { managedState, metaOf } from '../../support/managed-entity.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
 
 /** Text read through SQL of its own (`lower(...)`): only em.findOne's SELECT applies it. */
@@ -195,10 +196,6 @@ const lowerSaga = defineSaga<
   },
 });
 
-function metaOf(em: EntityManager, entity: object): EntityMetadata {
-  return em.getMetadata().find(entity as never)!;
-}
-
 /** The saga read as a unit of work reads it, on a fresh fork: `property = value` through rowReadSql. */
 async function readDirectly<T extends object>(em: EntityManager, entity: object, property: string, value: unknown): Promise<T | null> {
   const fork = em.fork();
@@ -207,15 +204,6 @@ async function readDirectly<T extends object>(em: EntityManager, entity: object,
   expect(sql).toBeDefined();
   const row = await readRowBy(fork, meta, sql!, property, value);
   return row ? hydrateRow<T>(fork, meta, row) : null;
-}
-
-/** What a managed entity holds, and what its next flush compares against. */
-function managedState(entity: object): { values: unknown; original: unknown; className: string } {
-  return {
-    values: wrap(entity).toObject(),
-    original: helper(entity).__originalEntityData,
-    className: entity.constructor.name,
-  };
 }
 
 for (const dialect of DIALECTS) {
