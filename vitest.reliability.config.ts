@@ -13,9 +13,9 @@ const base =
 
 /** The files that hold the scenarios; the tag picks the tests inside them. */
 export const RELIABILITY_FILES = [
-  'test/dispatcher-processes.test.ts',
-  'test/dispatcher-process-faults.test.ts',
-  'test/idempotency-processes.test.ts',
+  'test/reliability/dispatcher-processes.test.ts',
+  'test/reliability/dispatcher-process-faults.test.ts',
+  'test/reliability/idempotency-processes.test.ts',
 ];
 
 // mergeConfig concatenates arrays: the include and reporters of the base config are replaced, not extended.

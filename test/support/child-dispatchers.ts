@@ -7,6 +7,7 @@ import type { Action } from '../fixtures/scripted-saga.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import type { DialectName, TestDatabase } from './databases.js';
 import type { ChildOptions } from './dispatcher-process.js';
+import { REPO_ROOT } from './repository.js';
 
 /** One JSON line a child dispatcher printed. */
 export interface ChildLine {
@@ -40,7 +41,7 @@ export function startChild(
     process.execPath,
     ['--import', 'tsx', 'test/support/dispatcher-process.ts', mode, dialect, location, JSON.stringify(options)],
     {
-      cwd: new URL('../..', import.meta.url).pathname,
+      cwd: REPO_ROOT,
       stdio: ['pipe', 'pipe', 'pipe'],
     },
   );

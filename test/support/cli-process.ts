@@ -1,13 +1,13 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import * as core from '@mikro-orm/core';
 import { runCli } from '../../src/cli/run-cli.js';
 import type { TestDatabase } from './databases.js';
+import { repoPath } from './repository.js';
 
-const root = resolve(import.meta.dirname, '..', '..');
-const fixtures = join(root, 'test', 'fixtures');
+const fixtures = repoPath('test', 'fixtures');
 
 /** What a CLI run printed, and its exit code. */
 export interface CliRun {
@@ -36,7 +36,7 @@ export function runCliProcess(args: readonly string[], cwd: string, env: Record<
   return new Promise((done) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', resolve(root, 'src', 'cli', 'main.ts'), ...args],
+      ['--import', 'tsx', repoPath('src', 'cli', 'main.ts'), ...args],
       // A hung CLI is killed rather than left running after the test gave up on it.
       { cwd, env: { ...process.env, ...env, MIKRO_ORM_COLORS: 'false' }, timeout: 50_000, killSignal: 'SIGKILL' },
       (error, stdout, stderr) => done({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
@@ -86,7 +86,7 @@ function useTestImports(): void {
  * (`mikro-orm-saga.sagas`), as an application's would; `cli(...)` runs the CLI there on `db()`.
  */
 export function cliApp(db: () => TestDatabase) {
-  const dir = join(root, '.tmp', `cli-${randomUUID().slice(0, 8)}`);
+  const dir = repoPath('.tmp', `cli-${randomUUID().slice(0, 8)}`);
   return {
     dir,
     async create(): Promise<void> {

@@ -1,6 +1,6 @@
 // The vitest plugin docs/integration.md ("ES decorators under vitest") shows, verbatim between the markers
-// (test/docs-examples.test.ts keeps them equal). The MikroORM 7 leg's vitest config runs the ES-decorator
-// fixtures through it; test/entity-styles.test.ts pins why it is needed.
+// (test/docs/examples.test.ts keeps them equal). The MikroORM 7 leg's vitest config runs the ES-decorator
+// fixtures through it; test/schema/entity-styles.test.ts pins why it is needed.
 // docs begin
 import ts from 'typescript';
 import type { Plugin } from 'vite';

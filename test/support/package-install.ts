@@ -1,5 +1,5 @@
 // Installs the npm tarball of this repository into a separate app folder, as a user's `npm install` does, with
-// no registry access (test/package.test.ts on MikroORM 6, test/package-v7.test.ts on MikroORM 7).
+// no registry access (test/packaging/package.test.ts on MikroORM 6, test/packaging/package-v7.test.ts on MikroORM 7).
 import { randomUUID } from 'node:crypto';
 import { expect, inject, it } from 'vitest';
 import { SAGA_MIGRATIONS } from '../../migrations/index.js';
@@ -42,8 +42,7 @@ export function itWorksInTheApp(runApp: AppRunner, expectWorks: (result: Record<
     expectWorks(await runApp('sqlite', defaultProvider, 'default.sqlite'));
   });
 
-  // Regression: with the metadata cache warm (ts-morph's default), the saga table's partial index came
-  // back as a plain index.
+  // With the metadata cache warm (ts-morph's default), the saga table's partial index must stay partial.
   it('works on SQLite with the ts-morph metadata provider, its metadata cache cold and then warm', async () => {
     const cold = await runApp('sqlite', 'ts-morph', 'morph-cold.sqlite');
     expectWorks(cold);

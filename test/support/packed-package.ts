@@ -1,13 +1,12 @@
 // Packs the package the way a user receives it and installs the tarball into an app folder offline, for
-// test/package.test.ts and test/existing-app.test.ts.
+// test/packaging/package.test.ts and test/packaging/existing-app.test.ts.
 import { execFile } from 'node:child_process';
 import { cp, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { REPO_ROOT } from './repository.js';
 
 export const run = promisify(execFile);
-/** The repository root. */
-export const root = resolve(import.meta.dirname, '..', '..');
 
 /**
  * npm for one app folder. npm sees nothing of this machine: an empty cache and an empty user config of the
@@ -33,12 +32,12 @@ async function packPackage(app: string): Promise<string> {
   const stage = join(app, '.stage');
   await run(
     process.execPath,
-    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', join(stage, 'dist')],
+    [join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', join(stage, 'dist')],
     {
-      cwd: root,
+      cwd: REPO_ROOT,
     },
   );
-  for (const file of ['package.json', 'README.md', 'docs']) await cp(join(root, file), join(stage, file), { recursive: true });
+  for (const file of ['package.json', 'README.md', 'docs']) await cp(join(REPO_ROOT, file), join(stage, file), { recursive: true });
   const { stdout } = await npmIn(app)(['pack', '--ignore-scripts', '--pack-destination', app], stage);
   return `./${stdout.trim().split('\n').pop()}`;
 }
@@ -51,14 +50,14 @@ async function packPackage(app: string): Promise<string> {
  * range) makes the offline install fail with ENOTCACHED.
  */
 async function packDependencies(app: string): Promise<string[]> {
-  const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+  const manifest = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
   const tarballs: string[] = [];
   for (const name of Object.keys(manifest.dependencies ?? {})) {
-    const dir = join(root, 'node_modules', name);
+    const dir = join(REPO_ROOT, 'node_modules', name);
     const own = JSON.parse(await readFile(join(dir, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
     // Their own dependencies would need packing too; none has any today, so keep this simple and say so.
     if (Object.keys(own.dependencies ?? {}).length > 0) throw new Error(`${name} has dependencies of its own: pack them as well`);
-    const { stdout } = await npmIn(app)(['pack', '--ignore-scripts', '--pack-destination', app, dir], root);
+    const { stdout } = await npmIn(app)(['pack', '--ignore-scripts', '--pack-destination', app, dir], REPO_ROOT);
     tarballs.push(`./${stdout.trim().split('\n').pop()}`);
   }
   return tarballs;
@@ -80,7 +79,7 @@ export async function installPackedPackage(app: string): Promise<void> {
 
 /** Type-checks and builds the app in `app` with its tsconfig.json; a type error fails with tsc's output. */
 export async function buildApp(app: string): Promise<void> {
-  await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: app }).catch(
+  await run(process.execPath, [join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: app }).catch(
     (error: { stdout?: string }) => {
       throw new Error(`the app does not type-check against the package:\n${error.stdout}`);
     },

@@ -1,5 +1,4 @@
 import { createRequire } from 'node:module';
-import type { MikroORM } from '@mikro-orm/core';
 import pg from 'pg';
 import { ORM_MAJOR } from '../../src/orm/orm-major.js';
 
@@ -34,13 +33,6 @@ export async function statementsSent(work: () => Promise<unknown>): Promise<stri
     recording.stop();
   }
   return recording.sent;
-}
-
-/** How many sessions of the test database wait for a lock now. */
-export async function lockWaits(orm: MikroORM): Promise<number> {
-  const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
-  const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
-  return row!.n;
 }
 
 /**

@@ -7,7 +7,7 @@
 import type { ScriptedSaga } from '../fixtures/scripted-saga.js';
 import type { DialectName } from './databases.js';
 
-/** The four process-level scenarios of issue 8, each run on every database. */
+/** The four process-level fault scenarios, each run on every database (docs/testing.md). */
 export const RELIABILITY_SCENARIOS = {
   'kill-restart': 'three dispatcher processes, one SIGKILLed mid-delivery and restarted',
   'connection-faults': 'dispatcher processes whose connections are cut (PostgreSQL) or whose file is locked (SQLite)',

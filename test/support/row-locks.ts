@@ -1,12 +1,16 @@
 import type { MikroORM } from '@mikro-orm/core';
-import type { FakeClock } from '../../src/testing/index.js';
-import type { Clock } from '../../src/time/clock.js';
+import { drainContinuations } from './flush-hold.js';
 
 /** Backends of `orm`'s database waiting for a lock (PostgreSQL). */
 export async function lockWaiters(orm: MikroORM): Promise<number> {
   const sql = "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
   const [row] = await orm.em.fork().getConnection().execute<{ n: number }[]>(sql);
   return row!.n;
+}
+
+/** Resolves once at least `count` backends of `orm`'s database wait for a lock (PostgreSQL); never sleeps. */
+export async function untilLockWaiters(orm: MikroORM, count = 1): Promise<void> {
+  while ((await lockWaiters(orm)) < count) await drainContinuations();
 }
 
 /**
@@ -26,23 +30,10 @@ export async function rowLocker(orm: MikroORM, table: string) {
   return { lock, release };
 }
 
-/** `fake`, seen through a clock that records every sleep asked of it (a FakeClock does not tell). */
-export function recordingClock(fake: FakeClock): { clock: Clock; sleeps: number[] } {
-  const sleeps: number[] = [];
-  const clock: Clock = {
-    now: () => fake.now(),
-    sleep: (ms, signal) => {
-      sleeps.push(ms);
-      return fake.sleep(ms, signal);
-    },
-  };
-  return { clock, sleeps };
-}
-
 /**
  * Makes the published stamps of `saga_outbox` wait while the gate is closed (PostgreSQL): a trigger on the stamp
  * (`outcome` set to 'published') takes an advisory lock that `close()` holds in a transaction of `orm` until `open()`.
- * A stamp no longer waits for a row another transaction holds locked (it skips it: test/dispatcher-locked-row), so
+ * A stamp no longer waits for a row another transaction holds locked (it skips it: test/dispatcher/stamp/locked-row.postgres.test.ts), so
  * tests of a slow stamp statement hold it up this way. `orm` is a connection of the test's own, not the code's.
  */
 export async function stampGate(orm: MikroORM) {

@@ -1,5 +1,6 @@
 // Lock keys are compared in the database's order (PostgreSQL's collate "C": UTF-8 bytes, i.e. code points), not by
-// UTF-16 code unit as JavaScript's `<` compares them (break15: the two orders locked rows oppositely).
+// UTF-16 code unit as JavaScript's `<` compares them: the two orders would lock rows in opposite orders
+// (unit-of-work/lock-order.postgres.test.ts).
 import { describe, expect, it } from 'vitest';
 import { compareCodePoints } from '../../src/text/code-point-order.js';
 

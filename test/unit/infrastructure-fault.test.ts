@@ -25,7 +25,7 @@ describe('isInfrastructureFault', () => {
     ['a stale WAL snapshot (better-sqlite3)', new DriverException(driverError('database is locked', 'SQLITE_BUSY_SNAPSHOT'))],
     ['a connection MikroORM classified', new ConnectionException(driverError('unable to open database file'))],
     ['knex finding no pooled connection in time', Object.assign(new Error('Timeout acquiring a connection'), { name: 'KnexTimeoutError' })],
-    // MikroORM 7 wraps pg-pool's acquire timeout in a DriverException with no code (regression: it was charged).
+    // MikroORM 7 wraps pg-pool's acquire timeout in a DriverException with no code (not the row's fault, so not charged).
     ['pg-pool finding no pooled connection in time', new DriverException(driverError('timeout exceeded when trying to connect'))],
     // The connection was lost at the delivery's BEGIN: knex reports the next statement this way, without a code.
     [

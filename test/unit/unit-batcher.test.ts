@@ -1,5 +1,5 @@
-// Group commit's grouping (issue 7 point 6): write phases that arrive while group transactions run go together in the
-// next, bounded in size and in groups at once; each unit learns its own outcome. No database: the batch writer is a stub.
+// Group commit's grouping: write phases that arrive while group transactions run go together in the next, bounded in
+// size and in groups at once; each unit learns its own outcome. No database: the batch writer is a stub.
 import { describe, expect, it } from 'vitest';
 import { SagaDefinitionError } from '../../src/errors.js';
 import { resolveRuntimeOptions } from '../../src/saga/runtime-options.js';

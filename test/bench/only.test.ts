@@ -1,0 +1,36 @@
+// `npm run bench -- --only relay` runs the relay figures alone (docs/performance.md "How to reproduce") and
+// writes them to a file of their own; an --only that names no step is refused. Never checks speed.
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { expect, inject, it } from 'vitest';
+import { REPO_ROOT } from '../support/repository.js';
+
+const run = promisify(execFile);
+
+it('--only relay measures the five relay figures and nothing else', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'saga-bench-only-'));
+  const out = join(dir, 'relay.json');
+  try {
+    await run(process.execPath, ['--import', 'tsx', 'bench/run.ts', '--short', '--only', 'relay'], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, BENCH_OUT: out, DATABASE_URL: inject('postgresUrl') },
+    });
+    const report = JSON.parse(await readFile(out, 'utf8')) as { figures: { name: string }[] };
+    expect(report.figures).toHaveLength(5);
+    expect(report.figures.every((figure) => figure.name.startsWith('outbox relay'))).toBe(true);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}, 180_000);
+
+it('--only with a text no step name contains exits with 2 and lists the steps', async () => {
+  const failed = await run(process.execPath, ['--import', 'tsx', 'bench/run.ts', '--short', '--only', 'no-such-figure'], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, DATABASE_URL: inject('postgresUrl') },
+  }).catch((error: { code: number; stderr: string }) => error);
+  expect(failed).toMatchObject({ code: 2 });
+  expect((failed as { stderr: string }).stderr).toContain('outbox relay');
+}, 60_000);

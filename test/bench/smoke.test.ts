@@ -1,0 +1,128 @@
+// `npm run bench -- --short` keeps working: every figure runs against its baseline and lands in the JSON file.
+// On MikroORM 6 the run also measures timer firing and the saga step on 7 through the v7 leg; on 7 (the leg's
+// own run of this file) it measures everything on 7 and does not recurse.
+// (Speed itself is judged from the ratios of a full `npm run bench`, never by a timed test.)
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Utils } from '@mikro-orm/core';
+import { expect, inject, it } from 'vitest';
+import { mikroOrm7Figures } from '../../bench/both-majors.js';
+import { REPO_ROOT } from '../support/repository.js';
+
+const run = promisify(execFile);
+
+const spread = { median: expect.any(Number), min: expect.any(Number), max: expect.any(Number) };
+const orm = Utils.getORMVersion();
+const onSix = orm.startsWith('6.');
+/** The saga step's baseline (the target is against it); its hand-written SQL follows as the figure's limit. */
+const PLAIN = 'plain MikroORM: fork, em\\.transactional, findOne by key, flush with version check';
+
+/** The figures measured on both majors: on 6, the run adds each again, measured on 7 and named "... (MikroORM 7)". */
+const BOTH_MAJORS = [
+  /^timer firing end to end.* \/ raw claim/,
+  ...[1, 4, 16].flatMap((n) => [
+    new RegExp(`^saga step, ${n} callers? \\(PostgreSQL\\)[^/]* / ${PLAIN} / raw pg`),
+    // The limit is the driver the ORM runs on: sqlite3 under MikroORM 6's @mikro-orm/sqlite, better-sqlite3 under 7's.
+    new RegExp(`^saga step, ${n} callers? \\(SQLite, WAL\\)[^/]* / ${PLAIN} / raw (?:sqlite3|better-sqlite3),`),
+  ]),
+];
+
+/** Measured on 6 only: `@mikro-orm/better-sqlite` does not exist for 7 (its `@mikro-orm/sqlite` is better-sqlite3 already). */
+const SIX_ONLY = [1, 4, 16].map(
+  (n) => new RegExp(`^saga step, ${n} callers? \\(SQLite, WAL, @mikro-orm/better-sqlite\\)[^/]* / ${PLAIN} / raw better-sqlite3`),
+);
+
+/** A figure as "name / baseline", and " / limit" when it has one. */
+function named(figure: Record<string, unknown>): string {
+  const limit = figure.limit as { name: string } | undefined;
+  return `${figure.name} / ${(figure.baseline as { name: string }).name}${limit ? ` / ${limit.name}` : ''}`;
+}
+
+it('the short benchmark runs every figure with its baseline and writes one result object per figure', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'saga-bench-smoke-'));
+  const out = join(dir, 'latest.json');
+  try {
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'bench/run.ts', '--short'], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, BENCH_OUT: out, DATABASE_URL: inject('postgresUrl') },
+    });
+    const report = JSON.parse(await readFile(out, 'utf8')) as { short: boolean; figures: Record<string, unknown>[] };
+    expect(report.short).toBe(true);
+    const names = report.figures.map(named);
+    const total = onSix ? 18 + BOTH_MAJORS.length + SIX_ONLY.length : 18;
+    expect(names).toHaveLength(total);
+    for (const wanted of [
+      /^outbox relay, \d+ rows, no-op publisher, 1 process .* \/ raw batch claim/,
+      /^outbox relay, \d+ rows, no-op publisher, 1 process .* \/ graphile-worker/,
+      /^outbox relay, \d+ rows, no-op publisher, 2 processes .* \/ raw batch claim/,
+      /^outbox relay, \d+ rows, no-op publisher, 2 processes .* \/ graphile-worker/,
+      /^outbox relay: ours, 2 processes vs 1 \/ ours, 1 process$/,
+      ...BOTH_MAJORS,
+      ...(onSix ? SIX_ONLY : []),
+      /^SQLite dispatcher, .*3 processes vs 1 \(rollback journal\) \/ ours, 1 process$/,
+      /^SQLite dispatcher, .*3 processes vs 1 \(WAL\) \/ ours, 1 process$/,
+      /^SQLite, hand-written SQL .*3 processes vs 1 \(rollback journal\) \/ raw SQL, 1 process$/,
+      /^SQLite, hand-written SQL .*3 processes vs 1 \(WAL\) \/ raw SQL, 1 process$/,
+      /^empty dispatcher pass, \d+ delivered timers and \d+ published messages of history, after VACUUM \(PostgreSQL\) \/ the same pass, no history$/,
+      /^RSS while draining \d+ timers on \d+ sagas: the 50 MB growth budget left after the first tenth \(PostgreSQL\) \/ the 50 MB budget$/,
+    ]) {
+      expect(
+        names.filter((name) => wanted.test(name)),
+        String(wanted),
+      ).toHaveLength(onSix && BOTH_MAJORS.includes(wanted) ? 2 : 1);
+    }
+    // Each figure says which major measured it; on 6 exactly the both-majors figures come back from 7, suffixed.
+    const fromSeven = report.figures.filter((f) => f.orm !== orm);
+    expect(fromSeven.map((f) => f.orm)).toEqual(onSix ? BOTH_MAJORS.map(() => '7.2.1') : []);
+    for (const wanted of BOTH_MAJORS) {
+      expect(fromSeven.filter((f) => wanted.test(named(f)))).toHaveLength(onSix ? 1 : 0);
+    }
+    expect(fromSeven.every((f) => (f.name as string).endsWith(' (MikroORM 7)'))).toBe(true);
+    for (const figure of report.figures.filter((f) => /^saga step, \d+ callers? \(SQLite, WAL\)/.test(f.name as string))) {
+      const driver = (figure.orm as string).startsWith('7.') ? 'better-sqlite3' : 'sqlite3';
+      expect((figure.limit as { name: string }).name).toBe(`raw ${driver}, same statements`);
+    }
+    const isStep = (f: Record<string, unknown>) => /^saga step, /.test(f.name as string);
+    const isProcesses = (f: Record<string, unknown>) => /3 processes vs 1/.test(f.name as string);
+    // Every saga step against plain MikroORM at 1.0; three SQLite processes against one at 0.9.
+    expect(report.figures.filter(isStep).map((f) => f.target)).toEqual(report.figures.filter(isStep).map(() => 1));
+    expect(report.figures.filter(isProcesses).map((f) => f.target)).toEqual([0.9, 0.9, 0.9, 0.9]);
+    expect(report.figures.filter((f) => (f.name as string).endsWith(' (MikroORM 7)'))).toHaveLength(fromSeven.length);
+    for (const figure of report.figures) {
+      const claimed = figure.claimedPerProcess as number[][] | undefined;
+      expect(figure).toEqual({
+        orm: expect.stringMatching(/^[67]\.\d+\.\d+$/),
+        name: expect.any(String),
+        // Higher is better in every unit: a throughput, or the MB left of the memory figure's budget.
+        unit: expect.stringMatching(/\/s$|^MB$/),
+        ours: spread,
+        baseline: { name: expect.any(String), ...spread },
+        ratio: expect.any(Number),
+        target: expect.any(Number),
+        met: (figure.ratio as number) >= (figure.target as number) && (claimed ?? []).every((run) => run.every((n) => n > 0)),
+        runs: 1,
+        // The saga step's hand-written SQL: printed with its ratio, no target.
+        ...(isStep(figure) ? { limit: { name: expect.any(String), ...spread, ratio: expect.any(Number) } } : {}),
+        // What each of the three processes claimed, in the one run of the short mode.
+        ...(isProcesses(figure) ? { claimedPerProcess: [[expect.any(Number), expect.any(Number), expect.any(Number)]] } : {}),
+      });
+      expect((figure.ours as { median: number }).median).toBeGreaterThan(0);
+      expect((figure.baseline as { median: number }).median).toBeGreaterThan(0);
+    }
+    expect(stdout).toMatch(new RegExp(`\\d+ of ${total} targets met`));
+    // The table prints each step's ratio against its limit, and what each process claimed.
+    expect(stdout.match(/^\| {3}ours against the limit \(no target\)/gm)).toHaveLength(report.figures.filter(isStep).length);
+    expect(stdout).toMatch(/^SQLite dispatcher, .*3 processes vs 1 \(WAL\): claimed per process, each run: \d+ \+ \d+ \+ \d+$/m);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}, 600_000);
+
+it('the bench stops with an error instead of leaving out the MikroORM 7 rows when their child process fails', async () => {
+  // Port 1 has no PostgreSQL: the child on 7 fails at its first figure.
+  const env = { ...process.env, BENCH_SHORT: '1', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' };
+  await expect(mikroOrm7Figures(env)).rejects.toThrow(/^the MikroORM 7 figures failed \(legs\/mikro-orm-7\/run exited 1;/);
+}, 120_000);
