@@ -1,6 +1,7 @@
 // What the CLI prints of stored text. Terminal controls in a handler's error, a correlation value or a timer name are
 // shown escaped in every table, never sent to the terminal; --json keeps the values exact (JSON-escaped). A requeue
-// the database refuses for one row prints the per-item table and exits 1.
+// the database refuses for one row prints the per-item table and exits 1. The commands run in this process through
+// runCli, whose output is all the binary writes (test/cli/cli.test.ts runs the binary).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
 import { advanceAndDrain, FakeClock } from '../../src/testing/index.js';
@@ -49,9 +50,9 @@ for (const dialect of DIALECTS) {
     it('shows terminal controls in errors, correlation values and timer names escaped; --json keeps them exact', async () => {
       const saga = (await rows().saga(KEY))!;
       const runs = {
-        timers: await app.cli('timers', 'list', '--saga-id', saga.id),
-        sagas: await app.cli('sagas', 'list', '--correlation', KEY, '--type', 'scripted'),
-        show: await app.cli('sagas', 'show', 'scripted', saga.id),
+        timers: await app.cliInProcess('timers', 'list', '--saga-id', saga.id),
+        sagas: await app.cliInProcess('sagas', 'list', '--correlation', KEY, '--type', 'scripted'),
+        show: await app.cliInProcess('sagas', 'show', 'scripted', saga.id),
       };
       for (const [name, run] of Object.entries(runs)) {
         expect(run.code, `${name}: ${run.stderr}`).toBe(0);
@@ -63,7 +64,7 @@ for (const dialect of DIALECTS) {
       expect(runs.sagas.stdout).toContain(`order-${SHOWN}`);
       expect(runs.show.stdout).toContain(`timeout-${SHOWN}`);
 
-      const json = await app.cli('timers', 'list', '--saga-id', saga.id, '--json');
+      const json = await app.cliInProcess('timers', 'list', '--saga-id', saga.id, '--json');
       expect(CONTROL.test(json.stdout)).toBe(false);
       const [timer] = JSON.parse(json.stdout).items;
       expect(timer).toMatchObject({ name: TIMER, status: 'dead_lettered', lastError: expect.stringContaining(ERROR) });
@@ -74,7 +75,7 @@ for (const dialect of DIALECTS) {
       const dead = await rows().timers({ sagaId: saga.id });
       const [kept, refused] = ['kept', 'refused'].map((name) => dead.find((t) => t.name === name)!.id);
       const allow = await refuseInserts(db().orm, 'saga_timer', 'name', 'refused');
-      const run = await app.cli('timers', 'requeue', kept!, refused!, '--yes').finally(allow);
+      const run = await app.cliInProcess('timers', 'requeue', kept!, refused!, '--yes').finally(allow);
       expect(run.code, run.stderr).toBe(1);
       const lines = run.stdout.trim().split('\n');
       expect(lines[0]).toMatch(/^ID\s+RESULT\s+ERROR$/);

@@ -1,6 +1,7 @@
 // docs/operations.md "An operator's day" shows real CLI output: this test runs the same commands on the same
 // morning (test/support/operator-day.ts) and compares every console block of that section with what the CLI
-// printed, ids aside (uuids differ per run). SAGA_UPDATE_DOCS=1 writes the run's output into the section.
+// printed, ids aside (uuids differ per run). SAGA_UPDATE_DOCS=1 writes the run's output into the section. The
+// commands run in this process through runCli (test/cli/cli.test.ts runs the real binary).
 import { readFile, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -38,7 +39,7 @@ for (const dialect of DIALECTS) {
     it('shows what the CLI prints for each step', async () => {
       const transcripts: string[] = [];
       const step = async (...args: string[]) => {
-        const run = await app.cli(...args);
+        const run = await app.cliInProcess(...args);
         expect(run.code, `${args.join(' ')}: ${run.stderr}`).toBe(0);
         transcripts.push(`$ mikro-orm-saga ${args.map((a) => (/\s/.test(a) ? `"${a}"` : a)).join(' ')}\n${run.stdout}`);
         return run.stdout;

@@ -6,7 +6,6 @@ import { type AnyEntity, type EntityClass, type EntitySchema, MikroORM, type Opt
 import { Migrator } from '@mikro-orm/migrations';
 import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { SqliteDriver } from '@mikro-orm/sqlite';
-import { inject } from 'vitest';
 import { SAGA_MIGRATIONS } from '../../migrations/index.js';
 import { SAGA_ENTITIES } from '../../src/index.js';
 import { migrateUp, updateSchema } from '../../src/orm/schema-tools.js';
@@ -110,6 +109,8 @@ export interface EmptyDatabase {
 export async function createEmptyDatabase(dialect: DialectName): Promise<EmptyDatabase> {
   const name = `saga_test_${randomUUID().replaceAll('-', '').slice(0, 16)}`;
   if (dialect === 'postgresql') {
+    // Imported here, not at the top: child processes and CLI configs import this module too, without vitest.
+    const { inject } = await import('vitest');
     const serverUrl = inject('postgresUrl');
     await adminQuery(serverUrl, `create database "${name}"`);
     return {
