@@ -128,6 +128,9 @@ async function packedPackage(): Promise<{ hash: string; tarballs: string[] }> {
   return { hash, tarballs: [tarball, ...dependencies].map((file) => join(dir, file)) };
 }
 
+/** The package.json of an app that installs the package. */
+const APP_MANIFEST = JSON.stringify({ name: 'saga-consumer', private: true, type: 'module' });
+
 /**
  * Installs the packed package and its dependencies into `app`, offline, with an empty npm cache. `app` is a folder
  * in a .tmp folder of the repository or of the MikroORM 7 leg, so that it resolves the peer dependencies,
@@ -149,8 +152,6 @@ export async function installPackedPackage(app: string): Promise<void> {
   // verbatimSymlinks: node_modules/.bin links stay relative, into the app's own copy.
   await cp(join(installed, 'node_modules'), join(app, 'node_modules'), { recursive: true, verbatimSymlinks: true });
 }
-
-const APP_MANIFEST = JSON.stringify({ name: 'saga-consumer', private: true, type: 'module' });
 
 /** Type-checks and builds the app in `app` with its tsconfig.json; a type error fails with tsc's output. */
 export async function buildApp(app: string): Promise<void> {
