@@ -138,7 +138,7 @@ describe.runIf(LOADED_ORM_MAJOR === 6)('examples/existing-app (a MikroORM 6 app)
     await rm(shipped, { recursive: true, force: true });
   });
 
-  /** An empty database of the describe's own (the app's migrations build it), dropped afterwards. */
+  /** An empty database for `dialect` (the app's migrations build it), dropped afterwards. */
   function useEmptyDatabase(dialect: DialectName): () => EmptyDatabase {
     let db: EmptyDatabase | undefined;
     beforeAll(async () => {
@@ -155,9 +155,12 @@ describe.runIf(LOADED_ORM_MAJOR === 6)('examples/existing-app (a MikroORM 6 app)
     return (await readFile(join(dir, created!), 'utf8')).replaceAll('\\`', '"').replaceAll('`', '"');
   }
 
+  // One database per dialect for the app from the tarball: its migrations run there, then its server.
+  const databases = Object.fromEntries(APP_DIALECTS.map((dialect) => [dialect, useEmptyDatabase(dialect)]));
+
   for (const dialect of APP_DIALECTS) {
     describe(`examples/existing-app from the npm tarball (${dialect})`, () => {
-      const database = useEmptyDatabase(dialect);
+      const database = databases[dialect]!;
 
       it('generates and runs its next migration with the MikroORM CLI, then a second migration:create finds nothing', async () => {
         const env = appEnv(database(), dialect);
@@ -183,9 +186,16 @@ describe.runIf(LOADED_ORM_MAJOR === 6)('examples/existing-app (a MikroORM 6 app)
         expect(await readdir(folder)).toHaveLength(before.length + 1);
         expect((await readdir(join(app, 'temp'))).length).toBeGreaterThan(0); // the metadata cache is on
       }, 120_000);
+    });
+  }
 
-      it('serves HTTP with the dispatcher beside it: a saga starts, its timer fires, the outbox is published; SIGTERM exits 0', async () => {
-        await buildApp(app);
+  // Built once, after both dialects' migrations were generated: tsc type-checks them with the rest of the app.
+  describe('examples/existing-app built with tsc', () => {
+    beforeAll(() => buildApp(app), 120_000);
+
+    for (const dialect of APP_DIALECTS) {
+      it(`serves HTTP with the dispatcher beside it: a saga starts, its timer fires, the outbox is published; SIGTERM exits 0 (${dialect})`, async () => {
+        const database = databases[dialect]!;
         const server = startServer(appEnv(database(), dialect, { PORT: '0', PAYMENT_TIMEOUT_MS: '200', DISPATCH_POLL_MS: '50' }));
         try {
           const { port } = await server.next((line) => line.event === 'listening', 'listening');
@@ -213,8 +223,8 @@ describe.runIf(LOADED_ORM_MAJOR === 6)('examples/existing-app (a MikroORM 6 app)
         expect(await server.exited).toBe(0);
         await expect(server.next((line) => line.event === 'stopped', 'stopped')).resolves.toBeDefined();
       }, 120_000);
-    });
-  }
+    }
+  });
 
   for (const dialect of APP_DIALECTS) {
     describe(`examples/existing-app with the library's shipped migrations beside its own (${dialect})`, () => {
@@ -234,8 +244,11 @@ describe.runIf(LOADED_ORM_MAJOR === 6)('examples/existing-app (a MikroORM 6 app)
         const migration = await newMigration(folder, before);
         expect(migration).toMatch(/create table "order_saga"/);
         expect(migration).not.toMatch(/"saga_timer"|"saga_outbox"|"customer"/);
-        await mikroOrm(env, 'migration:up', shipped);
-        expect(await mikroOrm(env, 'migration:create', shipped)).toContain('No changes required');
+        // Every statement is the saga table's own: the shipped migrations left the library's tables as its entities
+        // describe them. That order_saga then round-trips (up, then create finds nothing) the tarball app shows above.
+        const statements = migration.split('\n').filter((line) => line.includes('addSql('));
+        expect(statements.length).toBeGreaterThan(0);
+        expect(statements.filter((line) => !line.includes('"order_saga"'))).toEqual([]);
       }, 120_000);
     });
   }

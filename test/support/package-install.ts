@@ -6,7 +6,7 @@ import { SAGA_MIGRATIONS } from '../../migrations/index.js';
 import { buildApp, installPackedPackage, run } from './packed-package.js';
 import { adminQuery, withDatabase } from './postgres-server.js';
 
-/** Packs the repository and installs the tarball into an app folder, offline (see `installPackedPackage`). */
+/** Installs this run's packed tarball into an app folder, offline (see `installPackedPackage`). */
 export { buildApp as compileApp, installPackedPackage as installPackage };
 
 /** Runs the compiled app (`dist/app.js <args>`) and returns the JSON it prints last. */
