@@ -17,7 +17,10 @@ export default defineConfig({
     // (test/support/suite.ts): two at once even on two cores (vitest's default there is one), which took the suite
     // on MikroORM 6 from 443 s to 273 s on this 2-core machine. More cores: vitest's default (one per core less one).
     maxWorkers: Math.max(2, availableParallelism() - 1),
-    // `npm run test:reliability` (vitest.reliability.config.ts) runs the tests tagged so and prints their figures.
+    // The process-level fault scenarios (tests tagged `reliability`) report figures; at the end of a run that ran
+    // any, the reporter prints them as one table and fails the run when a scenario lost or doubled work or ran and
+    // reported nothing; a whole run, when one is missing (test/support/reliability-reporter.ts).
+    reporters: ['default', './test/support/reliability-reporter.ts'],
     tags: [
       { name: 'reliability', description: 'a process-level fault scenario that reports its figures (test/support/reliability-figures.ts)' },
     ],

@@ -15,6 +15,7 @@ import {
   seedingRuntime,
   startChild,
 } from '../support/child-dispatchers.js';
+import { useChildScripts } from '../support/child-scripts.js';
 import { DIALECTS, type TestDatabase } from '../support/databases.js';
 import type { ChildOptions } from '../support/dispatcher-process.js';
 import { countTimerFirings, reportFigures } from '../support/reliability-figures.js';
@@ -27,6 +28,10 @@ const TIMERS = SAGAS * PER_SAGA;
 /** A restarted or late process's clock: ten minutes on, past every lease and delivery timeout of the others. */
 const PAST_THE_LEASES_MS = 600_000;
 const SMALL_PASSES: ChildOptions = { batchSize: 10, concurrency: 5 };
+/** SQLite: how long the children wait for a locked file before a statement fails. */
+const LOCK_WAIT_MS = 250;
+
+useChildScripts();
 
 for (const dialect of DIALECTS) {
   describe(`dispatcher processes under faults (${dialect})`, () => {
@@ -40,10 +45,8 @@ for (const dialect of DIALECTS) {
       await orm.em.fork().nativeDelete(SagaTimer, {});
       const keys = await seedDueTimers(seedingRuntime(orm), 'restart', SAGAS, PER_SAGA);
       const location = locationOf(db());
-      const ready = countdown(3);
       const holding = deferred();
       const onLine = (line: ChildLine) => {
-        if (line.event === 'ready') ready.tick();
         if (line.event === 'holding') holding.resolve();
       };
       // The victim's third step never returns. The healthy processes lease for an hour, so the restarted
@@ -52,15 +55,21 @@ for (const dialect of DIALECTS) {
       const healthy = [0, 1].map(() =>
         startChild('drain', dialect, location, onLine, { ...SMALL_PASSES, waitForGo: true, leaseMs: 3_600_000 }),
       );
-      await ready.done;
+      // The restart is started ahead and let go once the victim is dead, so it does not wait for a process to start.
+      const restarted = startChild('drain', dialect, location, onLine, {
+        ...SMALL_PASSES,
+        waitForGo: true,
+        clockOffsetMs: PAST_THE_LEASES_MS,
+      });
+      await Promise.all([victim, ...healthy, restarted].map((c) => c.ready));
       // The victim starts first, so it holds claims before the others can drain everything.
-      go(victim);
+      victim.go();
       await holding.promise;
-      for (const child of healthy) go(child);
+      for (const child of healthy) child.go();
       victim.child.kill('SIGKILL');
       expect(await victim.exited).toBeNull();
       expect(victim.signal()).toBe('SIGKILL');
-      const restarted = startChild('drain', dialect, location, onLine, { ...SMALL_PASSES, clockOffsetMs: PAST_THE_LEASES_MS });
+      restarted.go();
       expect(await Promise.all([...healthy, restarted].map((c) => c.exited))).toEqual([0, 0, 0]);
 
       const outcome = await timerOutcome(orm, keys);
@@ -88,11 +97,9 @@ for (const dialect of DIALECTS) {
       const keys = await seedDueTimers(seedingRuntime(orm), 'faults', SAGAS, PER_SAGA);
       const faults = await faultInjector(db());
       try {
-        const ready = countdown(2);
         let claims = 0;
         const children: ChildDispatcher[] = [];
         const onLine = (line: ChildLine) => {
-          if (line.event === 'ready') ready.tick();
           if (line.event === 'claim') faults.claimsSeen(++claims);
           if (line.event === 'passFailed') faults.passFailed();
           if (line.event === 'paused') faults.paused(children.find((c) => c.child.pid === line.pid)!);
@@ -107,8 +114,8 @@ for (const dialect of DIALECTS) {
           );
         }
         faults.watch(children);
-        await ready.done;
-        for (const child of children) go(child);
+        await Promise.all(children.map((c) => c.ready));
+        for (const child of children) child.go();
         expect(await Promise.all(children.map((c) => c.exited))).toEqual([0, 0]);
         await faults.finish();
         // A claim whose COMMIT landed but whose answer was lost leaves rows leased by nobody: a dispatcher that
@@ -141,23 +148,6 @@ for (const dialect of DIALECTS) {
       }
     });
   });
-}
-
-/** Lets a child waiting with `waitForGo` start. */
-function go(dispatcher: ChildDispatcher): void {
-  dispatcher.child.stdin?.write('go\n');
-}
-
-/** Resolves `done` after `count` ticks. */
-function countdown(count: number): { tick(): void; done: Promise<void> } {
-  const all = deferred();
-  let left = count;
-  return {
-    tick: () => {
-      if (--left === 0) all.resolve();
-    },
-    done: all.promise,
-  };
 }
 
 /** What became of the timers of the sagas `keys`: firings lost or repeated, rows still pending or not fired. */
@@ -245,7 +235,7 @@ async function postgresFaults(db: TestDatabase): Promise<FaultInjector> {
         });
       }
     },
-    paused: go,
+    paused: (child) => child.go(),
     passFailed: () => undefined,
     // Not awaiting `busy`: a fault armed after the last COMMIT never happens.
     finish: async () => {
@@ -261,7 +251,8 @@ async function postgresFaults(db: TestDatabase): Promise<FaultInjector> {
  * SQLite: the first child pauses after its first and fourth passes. Each time, another connection takes the
  * file's exclusive lock, lets the child go on, and holds the lock until a pass failed on it (the child's claim
  * waited out the busy timeout) or no child is left. The other child, wherever it is, meets the same lock: a unit
- * of work retries, a claim fails its pass, and both carry on once the lock is gone.
+ * of work retries, a claim fails its pass, and both carry on once the lock is gone. The children's busy timeout is
+ * 250 ms instead of the drivers' 1 to 5 s, so each lock-out lasts a fraction of a second.
  */
 async function sqliteLockOuts(db: TestDatabase): Promise<FaultInjector> {
   const locker = await db.openAnother();
@@ -288,14 +279,14 @@ async function sqliteLockOuts(db: TestDatabase): Promise<FaultInjector> {
     locked = true;
     lifted = deferred();
     lockOuts++;
-    go(paused);
+    paused.go();
     await lifted.promise;
     locked = false;
     await execute('commit');
   };
   return {
     location: locationOf(db),
-    childOptions: [{ pauseAfterPasses: [1, 4] }, {}],
+    childOptions: [{ pauseAfterPasses: [1, 4], busyTimeoutMs: LOCK_WAIT_MS }, { busyTimeoutMs: LOCK_WAIT_MS }],
     watch(watched) {
       children = watched;
       for (const c of watched) void c.exited.then(() => anyRunning() || lifted.resolve());
@@ -306,7 +297,7 @@ async function sqliteLockOuts(db: TestDatabase): Promise<FaultInjector> {
         .then(() => lockOut(child))
         .catch((error) => {
           failure = error;
-          go(child);
+          child.go();
         });
     },
     passFailed() {

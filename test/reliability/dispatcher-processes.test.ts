@@ -11,10 +11,14 @@ import {
   seedDueTimers,
   seedingRuntime,
   startChild,
+  stopChild,
 } from '../support/child-dispatchers.js';
+import { useChildScripts } from '../support/child-scripts.js';
 import { DIALECTS } from '../support/databases.js';
 import { countTimerFirings, reportFigures } from '../support/reliability-figures.js';
 import { useDatabase } from '../support/suite.js';
+
+useChildScripts();
 
 for (const dialect of DIALECTS) {
   describe(`dispatcher processes (${dialect})`, () => {
@@ -43,21 +47,30 @@ for (const dialect of DIALECTS) {
           { dueAt: new Date(Date.now() - 3_599_000), availableAt: new Date(Date.now() - 3_599_000) },
         );
 
-      // The supervisor: restart the dispatcher until it exits normally. Each restart's clock stands ten
-      // minutes after the last one's, so the dead process's leases have run out without anyone waiting.
-      let kills = 0;
-      for (let restart = 0; ; restart++) {
-        const lines: ChildLine[] = [];
-        const run = startChild('poison', dialect, locationOf(db()), (line) => lines.push(line), {
+      // The supervisor: restart the dispatcher until it exits normally, at most maxAttempts times. Each restart's
+      // clock stands ten minutes after the last one's, so the dead process's leases have run out without anyone
+      // waiting. The restarts are started ahead and wait for their turn, so none waits for a process to start.
+      const runs = Array.from({ length: maxAttempts + 1 }, (_, restart) =>
+        startChild('poison', dialect, locationOf(db()), () => undefined, {
+          waitForGo: true,
           clockOffsetMs: restart * 600_000,
           maxAttempts,
           concurrency: 10,
-        });
-        const code = await run.exited;
-        if (code === 0) break;
-        expect(run.signal()).toBe('SIGKILL');
-        kills++;
-        expect(kills, 'restarts needed').toBeLessThanOrEqual(maxAttempts + 1);
+        }),
+      );
+      let kills = 0;
+      try {
+        for (const run of runs) {
+          await run.ready;
+          run.go();
+          const code = await run.exited;
+          if (code === 0) break;
+          expect(run.signal()).toBe('SIGKILL');
+          kills++;
+        }
+      } finally {
+        // The restarts not needed.
+        await Promise.all(runs.map(stopChild));
       }
       // Charged one attempt per process it killed; the claim after the last one retired it undelivered.
       expect(kills).toBe(maxAttempts);
@@ -93,26 +106,12 @@ for (const dialect of DIALECTS) {
       await orm.em.fork().nativeDelete(SagaTimer, {});
       const keys = await seedDueTimers(seedingRuntime(orm), 'trio', 60, 5);
       const lines: ChildLine[] = [];
-      let ready = 0;
-      let go!: () => void;
-      const allReady = new Promise<void>((resolve) => {
-        go = resolve;
-      });
       const children = [0, 1, 2].map(() =>
-        startChild(
-          'drain',
-          dialect,
-          locationOf(db()),
-          (line) => {
-            lines.push(line);
-            if (line.event === 'ready' && ++ready === 3) go();
-          },
-          { waitForGo: true, batchSize: 10, concurrency: 5 },
-        ),
+        startChild('drain', dialect, locationOf(db()), (line) => lines.push(line), { waitForGo: true, batchSize: 10, concurrency: 5 }),
       );
       // All three connected: start them at once.
-      await allReady;
-      for (const { child } of children) child.stdin?.write('go\n');
+      await Promise.all(children.map((c) => c.ready));
+      for (const child of children) child.go();
       expect(await Promise.all(children.map((c) => c.exited))).toEqual([0, 0, 0]);
 
       const done = lines.filter((l) => l.event === 'done');

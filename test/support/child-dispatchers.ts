@@ -5,6 +5,7 @@ import { SagaRuntime } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';
 import type { Action } from '../fixtures/scripted-saga.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
+import { childCommand } from './child-scripts.js';
 import type { DialectName, TestDatabase } from './databases.js';
 import type { ChildOptions } from './dispatcher-process.js';
 import { REPO_ROOT } from './repository.js';
@@ -21,6 +22,10 @@ export interface ChildDispatcher {
   readonly child: ChildProcess;
   /** Resolves with the exit code, or null when a signal ended the process (then `signal()` says which). */
   readonly exited: Promise<number | null>;
+  /** With `waitForGo`: resolves once the process is connected and waits for `go()`; rejects if it exits first. */
+  readonly ready: Promise<void>;
+  /** Lets a process started with `waitForGo` start, or one that printed `paused` go on. */
+  go(): void;
   signal(): NodeJS.Signals | null;
 }
 
@@ -29,7 +34,10 @@ export function locationOf(db: TestDatabase): string {
   return db.dialect === 'postgresql' ? (db.config.clientUrl as string) : (db.config.dbName as string);
 }
 
-/** Starts `test/support/dispatcher-process.ts` and streams its JSON lines. */
+/**
+ * Starts `test/support/dispatcher-process.ts` (built by `useChildScripts()`, which the test file calls) and streams
+ * its JSON lines.
+ */
 export function startChild(
   mode: 'drain' | 'hang' | 'poison',
   dialect: DialectName,
@@ -37,21 +45,24 @@ export function startChild(
   onLine: (line: ChildLine) => void,
   options: ChildOptions = {},
 ): ChildDispatcher {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'test/support/dispatcher-process.ts', mode, dialect, location, JSON.stringify(options)],
-    {
-      cwd: REPO_ROOT,
-      stdio: ['pipe', 'pipe', 'pipe'],
-    },
-  );
+  const child = spawn(process.execPath, childCommand('dispatcher-process', [mode, dialect, location, JSON.stringify(options)]), {
+    cwd: REPO_ROOT,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stderr = '';
   let signal: NodeJS.Signals | null = null;
+  let markReady!: () => void;
+  const readyLine = new Promise<void>((resolve) => {
+    markReady = resolve;
+  });
   child.stderr?.on('data', (chunk) => {
     stderr += chunk;
   });
   createInterface({ input: child.stdout! }).on('line', (line) => {
-    if (line.startsWith('{')) onLine(JSON.parse(line) as ChildLine);
+    if (!line.startsWith('{')) return;
+    const parsed = JSON.parse(line) as ChildLine;
+    if (parsed.event === 'ready') markReady();
+    onLine(parsed);
   });
   const exited = new Promise<number | null>((resolve) =>
     child.on('exit', (code, by) => {
@@ -60,7 +71,21 @@ export function startChild(
       resolve(code);
     }),
   );
-  return { child, exited, signal: () => signal };
+  const ready = Promise.race([
+    readyLine,
+    exited.then((code) => {
+      throw new Error(`the child dispatcher exited (${code ?? signal}) before it was ready`);
+    }),
+  ]);
+  // A process started without `waitForGo` is never ready: only a test that awaits `ready` hears of it.
+  ready.catch(() => undefined);
+  return { child, exited, ready, go: () => child.stdin?.write('go\n'), signal: () => signal };
+}
+
+/** Ends a child that is still running (a standby never let go); resolves once it is gone. */
+export async function stopChild(dispatcher: ChildDispatcher): Promise<void> {
+  if (dispatcher.child.exitCode === null && dispatcher.child.signalCode === null) dispatcher.child.kill('SIGTERM');
+  await dispatcher.exited;
 }
 
 /** A runtime whose clock stands an hour behind the system clock: what it schedules is due for a child process. */

@@ -4,12 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type AnyEntity, type EntityClass, type EntitySchema, MikroORM, type Options } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
-import { PostgreSqlDriver } from '@mikro-orm/postgresql';
-import { SqliteDriver } from '@mikro-orm/sqlite';
 import { SAGA_MIGRATIONS } from '../../migrations/index.js';
-import { SAGA_ENTITIES } from '../../src/index.js';
 import { migrateUp, updateSchema } from '../../src/orm/schema-tools.js';
 import { LOADED_ORM_MAJOR } from './orm-leg.js';
+import { ormOptions } from './orm-options.js';
 import { adminQuery, withDatabase } from './postgres-server.js';
 
 /**
@@ -39,25 +37,7 @@ export function sagaDialectOf(dialect: DialectName): 'postgresql' | 'sqlite' {
   return dialect === 'postgresql' ? 'postgresql' : 'sqlite';
 }
 
-/** Parses a dialect named on a child process's command line. */
-export function parseDialect(name: string | undefined): DialectName | undefined {
-  return ['postgresql', 'sqlite', 'better-sqlite'].includes(name ?? '') ? (name as DialectName) : undefined;
-}
-
-// Loaded only on 6: the MikroORM 7 leg resolves every `@mikro-orm/*` import from its own folder, which lacks it.
-// The name is a variable so that vite does not resolve it when it transforms this file (on 7 that fails).
-const BETTER_SQLITE_PACKAGE = '@mikro-orm/better-sqlite';
-const BetterSqliteDriver =
-  LOADED_ORM_MAJOR === 6
-    ? ((await import(BETTER_SQLITE_PACKAGE)) as typeof import('@mikro-orm/better-sqlite')).BetterSqliteDriver
-    : undefined;
-
-/** The MikroORM driver class for a SQLite dialect. */
-function sqliteDriver(dialect: 'sqlite' | 'better-sqlite'): Options['driver'] {
-  if (dialect === 'sqlite') return SqliteDriver;
-  if (!BetterSqliteDriver) throw new Error('@mikro-orm/better-sqlite exists for MikroORM 6 only');
-  return BetterSqliteDriver;
-}
+export { parseDialect } from './orm-options.js';
 
 /** An entity a test registers: a class (its EntitySchema or decorators map it) or an EntitySchema. */
 export type TestEntity = EntityClass<AnyEntity> | EntitySchema;
@@ -74,28 +54,14 @@ export interface TestDatabase {
   dispose(): Promise<void>;
 }
 
-/** Connection settings for a fresh database; exported for child processes in reliability tests. */
+/** Connection settings for a fresh database: the driver, connection and entities, and the library's migrations. */
 export function connectionOptions(dialect: DialectName, location: string, entities: TestEntity[]): Options {
-  const common = {
-    entities: [...SAGA_ENTITIES, ...entities],
+  const migrationsList = [...SAGA_MIGRATIONS[sagaDialectOf(dialect)]];
+  return {
+    ...ormOptions(dialect, location, entities),
     extensions: [Migrator],
-    allowGlobalContext: false,
-    debug: process.env.MIKRO_ORM_DEBUG === 'true',
+    migrations: { migrationsList, snapshot: false, silent: true },
   };
-  return dialect === 'postgresql'
-    ? {
-        ...common,
-        driver: PostgreSqlDriver,
-        clientUrl: location,
-        pool: { min: 0, max: 20 },
-        migrations: { migrationsList: [...SAGA_MIGRATIONS.postgresql], snapshot: false, silent: true },
-      }
-    : {
-        ...common,
-        driver: sqliteDriver(dialect),
-        dbName: location,
-        migrations: { migrationsList: [...SAGA_MIGRATIONS.sqlite], snapshot: false, silent: true },
-      };
 }
 
 /** A new, empty database: where it is, and how to drop it. */

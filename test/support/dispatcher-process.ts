@@ -3,11 +3,11 @@
  *
  *   node --import tsx test/support/dispatcher-process.ts <mode> <postgresql|sqlite|better-sqlite> <url or file> [options JSON]
  *
- * Every mode prints JSON lines on stdout.
+ * (The tests run it built into JavaScript: test/support/child-scripts.ts.) Every mode prints JSON lines on stdout.
+ * With `{ "waitForGo": true }` it prints `ready` once connected and starts when a line arrives on stdin, so
+ * several processes start together, or a restart is started ahead and let go when its turn comes.
  * mode `drain`: runs passes until one claims nothing; prints one `claim` line per claimed timer and a final
- *   `done` line. Uses the system clock. With `{ "waitForGo": true }` it prints `ready` once connected and
- *   starts when a line arrives on stdin, so several processes start together. A failed pass prints
- *   `passFailed`. With `holdAtStep: n`, the n-th step it runs never returns and prints `holding`, so the parent
+ *   `done` line. Uses the system clock. A failed pass prints `passFailed`. With `holdAtStep: n`, the n-th step it runs never returns and prints `holding`, so the parent
  *   can kill the process while it holds claims; `clockOffsetMs` as for `poison`, `leaseMs` as for the dispatcher.
  *   With `pauseAfterPasses: [k, ...]`, after its k-th pass it prints `paused` and waits for a line on stdin before
  *   the next claim, so the parent can break the database just before it.
@@ -17,12 +17,13 @@
  *   `clockOffsetMs` shifts the system clock, so a supervisor restarting it can move past the dead process's
  *   leases without waiting; `maxAttempts` as for the dispatcher.
  * `applicationName` (PostgreSQL) names the process's connections, so a test can terminate them alone.
+ * `busyTimeoutMs` (SQLite) sets the connection's busy timeout.
  */
 import { MikroORM } from '@mikro-orm/core';
 import { type Clock, SagaDispatcher, SagaRuntime, silentLogger, systemClock } from '../../src/index.js';
 import { pgConnectionOptions } from '../../src/orm/connection-info.js';
 import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '../fixtures/scripted-saga.js';
-import { connectionOptions, parseDialect } from './databases.js';
+import { ormOptions, parseDialect, sqliteBusyTimeout } from './orm-options.js';
 
 /** Options a parent passes as the last argument (JSON). */
 export interface ChildOptions {
@@ -35,6 +36,8 @@ export interface ChildOptions {
   readonly holdAtStep?: number;
   readonly applicationName?: string;
   readonly pauseAfterPasses?: readonly number[];
+  /** SQLite: the connection's busy timeout, ms, instead of the driver's default. */
+  readonly busyTimeoutMs?: number;
 }
 
 const [mode, dialectArg, location, json] = process.argv.slice(2);
@@ -50,12 +53,13 @@ const options = JSON.parse(json ?? '{}') as ChildOptions;
  * of times instead of failing the process before it dispatched anything.
  */
 async function openOrm(): Promise<MikroORM> {
-  const config = connectionOptions(dialect!, location!, [ScriptedSaga]);
+  const config = ormOptions(dialect!, location!, [ScriptedSaga]);
   const pool = dialect === 'postgresql' ? { pool: { min: 0, max: (options.concurrency ?? 10) + 3 } } : {};
   const named = options.applicationName ? { driverOptions: pgConnectionOptions({ applicationName: options.applicationName }) } : {};
+  const busy = options.busyTimeoutMs !== undefined && dialect !== 'postgresql' ? sqliteBusyTimeout(dialect!, options.busyTimeoutMs) : {};
   for (let attempt = 1; ; attempt++) {
     try {
-      return await MikroORM.init({ ...config, ...pool, ...named });
+      return await MikroORM.init({ ...config, ...pool, ...named, ...busy });
     } catch (error) {
       if (attempt >= 40 || !/too many clients/i.test(String((error as Error)?.message))) throw error;
       await new Promise((resolve) => setTimeout(resolve, 250));

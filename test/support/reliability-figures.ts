@@ -1,8 +1,9 @@
 /**
- * The figures a process-level fault test reports for `npm run test:reliability`. A test stores them in its
- * vitest task metadata (`task.meta.reliability`), which vitest serializes to the main process, where
- * `reliability-reporter.ts` reads them with `testCase.meta()` and prints one row per scenario and database.
- * The test itself still asserts `lost === 0` and `twice === 0`: the table summarizes, it does not check.
+ * The figures a process-level fault test reports for the reliability summary (printed by `npm test` and
+ * `npm run test:reliability`). A test stores them in its vitest task metadata (`task.meta.reliability`), which
+ * vitest serializes to the main process, where `reliability-reporter.ts` reads them with `testCase.meta()` and
+ * prints one row per scenario and database. The test itself still asserts `lost === 0` and `twice === 0`: the
+ * table summarizes, it does not check.
  */
 import type { ScriptedSaga } from '../fixtures/scripted-saga.js';
 import type { DialectName } from './databases.js';
@@ -15,6 +16,16 @@ export const RELIABILITY_SCENARIOS = {
   'same-message-ids': 'two processes delivering the same message ids concurrently',
 } as const;
 export type ReliabilityScenario = keyof typeof RELIABILITY_SCENARIOS;
+
+/**
+ * The files that hold the scenarios (`npm run test:reliability` runs them; a run of all of them, not narrowed
+ * by test name or tag, must report every scenario on every database).
+ */
+export const RELIABILITY_FILES = [
+  'test/reliability/dispatcher-processes.test.ts',
+  'test/reliability/dispatcher-process-faults.test.ts',
+  'test/reliability/idempotency-processes.test.ts',
+] as const;
 
 /** The databases every scenario must report from. */
 export const RELIABILITY_DATABASES = ['postgresql', 'sqlite'] as const satisfies readonly DialectName[];

@@ -1,8 +1,14 @@
 /**
- * The summary table of `npm run test:reliability` and its verdict, as pure functions of what the tests
- * reported, so a unit test can feed it made-up reports (test/unit/reliability-summary.test.ts).
+ * The reliability summary table and its verdict, as pure functions of what the tests reported, so a unit test
+ * can feed it made-up reports (test/unit/reliability-summary.test.ts).
  */
-import { RELIABILITY_DATABASES, RELIABILITY_SCENARIOS, type ReliabilityFigures, type ReliabilityScenario } from './reliability-figures.js';
+import {
+  RELIABILITY_DATABASES,
+  RELIABILITY_FILES,
+  RELIABILITY_SCENARIOS,
+  type ReliabilityFigures,
+  type ReliabilityScenario,
+} from './reliability-figures.js';
 
 /** The tag that marks a test as one of the reliability scenarios (defined in vitest.config.ts). */
 export const RELIABILITY_TAG = 'reliability';
@@ -34,14 +40,23 @@ const HEADERS: Record<(typeof COUNT_COLUMNS)[number], string> = {
 };
 
 /**
- * Builds the table (one row per report, then totals) and the problems: a tagged test that did not pass, one
- * that passed without reporting figures, a scenario and database that nothing reported, a lost or twice-applied
- * unit of work, an unknown scenario name.
+ * Whether a run must show every scenario on every database: it ran every file of RELIABILITY_FILES (`moduleIds`:
+ * the absolute paths of the files it ran) and was not `narrowed` to some tests (by name, tag, line or id).
  */
-export function summarizeReliability(reports: readonly ReliabilityTestReport[]): ReliabilitySummary {
+export function isWholeRun(moduleIds: readonly string[], narrowed: boolean): boolean {
+  return !narrowed && RELIABILITY_FILES.every((file) => moduleIds.some((id) => id.endsWith(`/${file}`)));
+}
+
+/**
+ * Builds the table (one row per report, then totals) and the problems: a tagged test that did not pass, one
+ * that passed without reporting figures, a lost or twice-applied unit of work, an unknown scenario name.
+ * With `complete` (a whole run, or `npm run test:reliability`) also a skipped tagged test and a scenario and
+ * database that nothing reported; without it only the tagged tests that ran are judged.
+ */
+export function summarizeReliability(reports: readonly ReliabilityTestReport[], { complete } = { complete: true }): ReliabilitySummary {
   const problems: string[] = [];
   const figures: ReliabilityFigures[] = [];
-  for (const report of reports) {
+  for (const report of complete ? reports : reports.filter(ran)) {
     if (report.state !== 'passed')
       problems.push(`"${report.name}" ${report.state === 'skipped' ? 'was skipped' : `did not pass (${report.state})`}`);
     if (report.figures) figures.push(report.figures);
@@ -52,14 +67,22 @@ export function summarizeReliability(reports: readonly ReliabilityTestReport[]):
     if (row.lost !== 0) problems.push(`${row.scenario} on ${row.database}: ${row.lost} unit(s) of work lost`);
     if (row.twice !== 0) problems.push(`${row.scenario} on ${row.database}: ${row.twice} unit(s) of work applied twice`);
   }
-  for (const scenario of Object.keys(RELIABILITY_SCENARIOS) as ReliabilityScenario[]) {
-    for (const database of RELIABILITY_DATABASES) {
-      if (!figures.some((row) => row.scenario === scenario && row.database === database)) {
-        problems.push(`${scenario} on ${database}: no test reported figures`);
-      }
-    }
-  }
+  if (complete) problems.push(...unreported(figures));
   return { table: renderTable(figures), problems };
+}
+
+/** A problem for each scenario and database that no row covers. */
+function unreported(figures: readonly ReliabilityFigures[]): string[] {
+  return (Object.keys(RELIABILITY_SCENARIOS) as ReliabilityScenario[]).flatMap((scenario) =>
+    RELIABILITY_DATABASES.filter((database) => !figures.some((row) => row.scenario === scenario && row.database === database)).map(
+      (database) => `${scenario} on ${database}: no test reported figures`,
+    ),
+  );
+}
+
+/** Whether a tagged test ran: not skipped (a test still pending when the run ended counts as ran, and failed). */
+export function ran(report: ReliabilityTestReport): boolean {
+  return report.state !== 'skipped';
 }
 
 /** The rows sorted by scenario (in the order of RELIABILITY_SCENARIOS) and database, then a totals row. */
