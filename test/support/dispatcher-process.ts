@@ -22,7 +22,7 @@ import { MikroORM } from '@mikro-orm/core';
 import { type Clock, SagaDispatcher, SagaRuntime, silentLogger, systemClock } from '../../src/index.js';
 import { pgConnectionOptions } from '../../src/orm/connection-info.js';
 import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '../fixtures/scripted-saga.js';
-import { connectionOptions, parseDialect } from './databases.js';
+import { childDialect, childOrmOptions } from './child-orm-options.js';
 
 /** Options a parent passes as the last argument (JSON). */
 export interface ChildOptions {
@@ -38,7 +38,7 @@ export interface ChildOptions {
 }
 
 const [mode, dialectArg, location, json] = process.argv.slice(2);
-const dialect = parseDialect(dialectArg);
+const dialect = childDialect(dialectArg);
 if (!location || !['drain', 'hang', 'poison'].includes(mode ?? '') || !dialect) {
   console.error('usage: dispatcher-process.ts <drain|hang|poison> <postgresql|sqlite|better-sqlite> <url or file> [options JSON]');
   process.exit(2);
@@ -50,7 +50,7 @@ const options = JSON.parse(json ?? '{}') as ChildOptions;
  * of times instead of failing the process before it dispatched anything.
  */
 async function openOrm(): Promise<MikroORM> {
-  const config = connectionOptions(dialect!, location!, [ScriptedSaga]);
+  const config = await childOrmOptions(dialect!, location!, [ScriptedSaga]);
   const pool = dialect === 'postgresql' ? { pool: { min: 0, max: (options.concurrency ?? 10) + 3 } } : {};
   const named = options.applicationName ? { driverOptions: pgConnectionOptions({ applicationName: options.applicationName }) } : {};
   for (let attempt = 1; ; attempt++) {

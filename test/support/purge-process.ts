@@ -8,15 +8,15 @@
 import { MikroORM } from '@mikro-orm/core';
 import { SagaOperations } from '../../src/operations/index.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
-import { connectionOptions, parseDialect } from './databases.js';
+import { childDialect, childOrmOptions } from './child-orm-options.js';
 
 const [dialectArg, location, cutoff, batchSize] = process.argv.slice(2);
-const dialect = parseDialect(dialectArg);
+const dialect = childDialect(dialectArg);
 if (!dialect || !location || !cutoff || !(Number(batchSize) > 0)) {
   console.error('usage: purge-process.ts <postgresql|sqlite|better-sqlite> <location> <cutoff ISO> <batch size>');
   process.exit(2);
 }
-const orm = await MikroORM.init(connectionOptions(dialect, location, [ScriptedSaga]));
+const orm = await MikroORM.init(await childOrmOptions(dialect, location, [ScriptedSaga]));
 const ops = new SagaOperations({ em: orm.em, sagas: [scriptedSaga] });
 const before = new Date(cutoff);
 const report = await ops.purge({ dispatchedBefore: before, completedSagasBefore: before, batchSize: Number(batchSize) });
