@@ -8,13 +8,15 @@ export const SHORT = process.env.BENCH_SHORT === '1' || process.argv.includes('-
 export const BENCH_SETTINGS = SHORT
   ? {
       reps: 1,
-      relayRows: 300,
-      firingTimers: 60,
-      stepMessages: 48,
-      sqliteTimers: 60,
-      historyRows: 2_000,
-      emptyPasses: 20,
-      memoryTimers: 300,
+      relayRows: 50,
+      firingTimers: 20,
+      // One message per caller at 16 callers.
+      stepMessages: 16,
+      // Two of the processes' batches (20 on SQLite).
+      sqliteTimers: 40,
+      historyRows: 200,
+      emptyPasses: 5,
+      memoryTimers: 100,
     }
   : {
       reps: Number(process.env.BENCH_REPS ?? 3),

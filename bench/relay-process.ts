@@ -4,14 +4,11 @@
  *   node --import tsx bench/relay-process.ts <ours|raw|graphile-worker> <postgres url> [options JSON]
  *
  * Connects, prints `{"event":"ready"}`, starts when a line arrives on stdin, relays due rows to a no-op
- * publisher until none is left, then prints `{"event":"done","published":n}` and exits.
+ * publisher until none is left, then prints `{"event":"done","published":n}` and exits. Each relay loads only
+ * its own modules, before it is ready (the baselines start without MikroORM).
  */
-import { MikroORM } from '@mikro-orm/core';
-import { Logger, runOnce } from 'graphile-worker';
-import pg from 'pg';
-import { SagaDispatcher, SagaRuntime, silentLogger } from '../src/index.js';
-import { ScriptedSaga, scriptedSaga } from '../test/fixtures/scripted-saga.js';
-import { connectionOptions } from '../test/support/databases.js';
+import type { MikroORM } from '@mikro-orm/core';
+import type pg from 'pg';
 
 /** Options the parent passes. */
 export interface RelayOptions {
@@ -34,15 +31,22 @@ const noop = async (_message: unknown) => {};
 /** mikro-orm-saga's dispatcher with a no-op publisher, its loop running until a pass claims nothing. */
 function ours(): Relay {
   let orm!: MikroORM;
+  let saga!: typeof import('../src/index.js');
+  let scripted!: typeof import('../test/fixtures/scripted-saga.js');
   return {
     async connect() {
+      const { MikroORM } = await import('@mikro-orm/core');
+      const { ormOptions } = await import('../test/support/orm-options.js');
+      saga = await import('../src/index.js');
+      scripted = await import('../test/fixtures/scripted-saga.js');
       orm = await MikroORM.init({
-        ...connectionOptions('postgresql', url!, [ScriptedSaga]),
+        ...ormOptions('postgresql', url!, [scripted.ScriptedSaga]),
         pool: { min: 0, max: Math.min(options.concurrency, 10) + 2 },
       });
     },
     async drain() {
-      const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga] });
+      const { SagaDispatcher, SagaRuntime, silentLogger } = saga;
+      const runtime = new SagaRuntime({ em: orm.em, sagas: [scripted.scriptedSaga] });
       const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger, publish: noop, ...options });
       let published = 0;
       dispatcher.on('pass', (pass) => {
@@ -62,9 +66,11 @@ function ours(): Relay {
 
 /** Hand-written SQL: claim a batch with one statement, publish each row, stamp the batch with one statement. */
 function raw(): Relay {
-  const client = new pg.Client(url);
+  let client!: pg.Client;
   return {
     connect: async () => {
+      const { default: pg } = await import('pg');
+      client = new pg.Client(url);
       await client.connect();
     },
     async drain() {
@@ -93,9 +99,13 @@ function raw(): Relay {
 
 /** graphile-worker's batched mode: a local queue of `batchSize` jobs and batched completions. */
 function graphileWorker(): Relay {
+  let worker!: typeof import('graphile-worker');
   return {
-    connect: async () => undefined,
+    connect: async () => {
+      worker = await import('graphile-worker');
+    },
     async drain() {
+      const { Logger, runOnce } = worker;
       let published = 0;
       await runOnce({
         connectionString: url!,

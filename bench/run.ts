@@ -11,6 +11,8 @@
  *   DATABASE_URL=postgres://... npm run bench
  *   npm run bench -- --only relay       # only the steps whose name contains "relay" (here the outbox relay); the
  *                                       # results go to .tmp/bench-only-relay.json (untracked), never over latest.json
+ *   npm run bench -- --skip relay       # every step but those whose name contains "relay" (repeatable); the results
+ *                                       # go to .tmp/bench-skip-relay.json, never over latest.json
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -49,9 +51,11 @@ const allSteps: BenchStep[] = [
   ['RSS while draining timers', () => dispatchMemoryFigures(memoryTimers)],
 ];
 const only = onlyFilter(process.argv);
-const steps = only ? allSteps.filter(([what]) => what.includes(only)) : allSteps;
+const skip = skipFilters(process.argv);
+const steps = allSteps.filter(([what]) => (!only || what.includes(only)) && !skip.some((text) => what.includes(text)));
+const filters = [...(only ? [`only ${only}`] : []), ...skip.map((text) => `skip ${text}`)];
 if (steps.length === 0) {
-  console.error(`--only ${only}: no step's name contains it; the steps are: ${allSteps.map(([what]) => what).join(', ')}`);
+  console.error(`--${filters.join(' --')}: no step is left to run; the steps are: ${allSteps.map(([what]) => what).join(', ')}`);
   process.exit(2);
 }
 const figures = await measureSteps(steps, log);
@@ -60,8 +64,8 @@ const seconds = Math.round((Date.now() - started) / 1000);
 console.info(`\n${formatTable(figures)}\n\n${figures.filter((f) => f.met).length} of ${figures.length} targets met; ${seconds} s in all`);
 const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version, platform: process.platform };
 // A partial run never replaces the full table: it goes to a file of its own unless BENCH_OUT names one.
-const out =
-  only && !process.env.BENCH_OUT ? new URL(`../.tmp/bench-only-${only.replace(/\W+/g, '-')}.json`, import.meta.url).pathname : RESULTS_FILE;
+const partial = filters.length > 0 && !process.env.BENCH_OUT;
+const out = partial ? new URL(`../.tmp/bench-${filters.join('-').replace(/\W+/g, '-')}.json`, import.meta.url).pathname : RESULTS_FILE;
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(
   out,
@@ -74,4 +78,11 @@ function onlyFilter(argv: readonly string[]): string | undefined {
   const at = argv.indexOf('--only');
   if (at >= 0) return argv[at + 1];
   return argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length);
+}
+
+/** The values of every `--skip <text>` (or `--skip=<text>`): leave out the steps whose name contains one. */
+function skipFilters(argv: readonly string[]): string[] {
+  return argv.flatMap((arg, i) =>
+    arg === '--skip' ? [argv[i + 1] ?? ''] : arg.startsWith('--skip=') ? [arg.slice('--skip='.length)] : [],
+  );
 }
