@@ -24,5 +24,6 @@ export {
   tableOf,
 } from './metadata.js';
 export { type ColumnValue, computeChangeSetsOnce, markWritten, plainRowUpdate, recordInsertedNulls } from './plain-update.js';
-export { executeSql, freshFork, inFreshTransaction, queryRows } from './sql-execution.js';
+// executeSql and queryRows are imported by src/sql/sql-executor.ts alone, from ./sql-execution.js (.dependency-cruiser.cjs).
+export { freshFork, inFreshTransaction } from './sql-execution.js';
 export { CommitNotSent, CommitRolledBack, type SqlStatement, type UnitTransaction, type UnitTransactions } from './unit-transaction.js';

@@ -5,7 +5,15 @@ import { SagaOutbox } from '../entities/saga-outbox.js';
 import type { SagaState } from '../entities/saga-state.js';
 import { SagaTimer } from '../entities/saga-timer.js';
 import { SagaDefinitionError } from '../errors.js';
-import { createUnitTransactions, entityMetadata, freshFork, quoteName, tableOf, type UnitTransactions } from '../orm/index.js';
+import {
+  createUnitTransactions,
+  entityMetadata,
+  freshFork,
+  quoteName,
+  storedProperties,
+  tableOf,
+  type UnitTransactions,
+} from '../orm/index.js';
 
 /** A table as the library's statements name it: read from MikroORM's metadata, quoted for the platform. */
 export interface TableNames<TProperty extends string> {
@@ -17,6 +25,14 @@ export interface TableNames<TProperty extends string> {
   readonly column: Readonly<Record<TProperty, string>>;
   /** The column name of each property as the metadata has it, unquoted: for error messages, never for SQL. */
   readonly field: Readonly<Record<TProperty, string>>;
+  /** Every column the entity stores in its own table (each column of a composite reference too), in property order. */
+  readonly stored: readonly StoredColumn[];
+}
+
+/** One column a table stores: its name as the metadata has it (for messages) and quoted (for SQL). */
+export interface StoredColumn {
+  readonly field: string;
+  readonly column: string;
 }
 
 /** The properties of `SagaTimer`. */
@@ -128,5 +144,8 @@ function tableNames<TProperty extends string>(em: EntityManager, meta: EntityMet
     table: tableOf(em, meta),
     column: column as Record<TProperty, string>,
     field: field as Record<TProperty, string>,
+    stored: storedProperties(meta)
+      .flatMap((property) => property.fieldNames ?? [])
+      .map((name) => ({ field: name, column: quoteName(em, name) })),
   };
 }

@@ -1,13 +1,14 @@
-import type { EntityManager } from '@mikro-orm/core';
-import { executeSql } from '../orm/index.js';
+import type { SqlStatement } from './sql-executor.js';
 
-/** The savepoint statements of one unit of work inside a group transaction (same SQL on PostgreSQL and SQLite). */
-export const SAVEPOINT_SQL = {
-  set: (name: string) => `savepoint ${name}`,
-  rollbackTo: (name: string) => `rollback to savepoint ${name}`,
-} as const;
+// The statements of one unit of work inside a group transaction (same SQL on PostgreSQL and SQLite), run with
+// `sendStatement`. `name` is the library's own, never input.
 
-/** Runs one savepoint statement (`SAVEPOINT_SQL`) in `em`'s transaction. `name` is the library's own, never input. */
-export async function runSavepointStatement(em: EntityManager, sql: string): Promise<void> {
-  await executeSql(em, sql, [], 'run');
+/** SAVEPOINT `name`. */
+export function setSavepoint(name: string): SqlStatement {
+  return { sql: `savepoint ${name}`, params: [] };
+}
+
+/** ROLLBACK TO SAVEPOINT `name`. */
+export function rollbackToSavepoint(name: string): SqlStatement {
+  return { sql: `rollback to savepoint ${name}`, params: [] };
 }

@@ -13,7 +13,7 @@ import type { MikroORM } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../../src/index.js';
 import { SagaOperations } from '../../src/operations/index.js';
-import { executeSql, queryRows } from '../../src/orm/index.js';
+import { executeSql, queryRows } from '../../src/orm/sql-execution.js';
 import { claimDueRows } from '../../src/sql/claim-statements.js';
 import {
   deadLetter,

@@ -15,7 +15,7 @@ import {
   silentLogger,
 } from '../../src/index.js';
 import { SagaOperations } from '../../src/operations/index.js';
-import { queryRows } from '../../src/orm/index.js';
+import { queryRows } from '../../src/orm/sql-execution.js';
 import { claimDueRows } from '../../src/sql/claim-statements.js';
 import { releaseClaim, renewLeases } from '../../src/sql/delivery-statements.js';
 import { drainDueTimers, FakeClock } from '../../src/testing/index.js';

@@ -16,14 +16,8 @@ import { dialectOf } from '../../src/dialect/dialect-adapter.js';
 import { SagaRuntime } from '../../src/index.js';
 import { pgConnectionOptions } from '../../src/orm/connection-info.js';
 import type { DriverErrorContext } from '../../src/orm/driver-errors.js';
-import {
-  classifyDriverError,
-  convertDriverError,
-  createUnitTransactions,
-  type DriverErrorKind,
-  executeSql,
-  queryRows,
-} from '../../src/orm/index.js';
+import { classifyDriverError, convertDriverError, createUnitTransactions, type DriverErrorKind } from '../../src/orm/index.js';
+import { executeSql, queryRows } from '../../src/orm/sql-execution.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import { closedPort } from '../support/closed-port.js';

@@ -4,8 +4,8 @@
 import type { EntityManager, EventSubscriber, MikroORM, Options, TransactionEventArgs } from '@mikro-orm/core';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../../src/index.js';
-import { executeSql, queryRows } from '../../src/orm/index.js';
 import { ORM_MAJOR } from '../../src/orm/orm-major.js';
+import { executeSql, queryRows } from '../../src/orm/sql-execution.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import { DIALECTS } from '../support/databases.js';
 import { rowsOf } from '../support/rows.js';

@@ -11,13 +11,11 @@ import {
   freshFork,
   isDriverException,
   isReachable,
-  queryRows,
-  quoteName,
   serverAddress,
-  storedProperties,
-  tableOf,
 } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
+import { probeColumn, probeTable } from '../../sql/schema-probe-statements.js';
+import { queryRows } from '../../sql/sql-executor.js';
 import { countPendingTimersNamed } from '../../sql/timer-statements.js';
 import type { RegisteredSaga } from '../registered-saga.js';
 import { StatementFailure, VersionConflict } from './write-failures.js';
@@ -99,14 +97,14 @@ async function classifyDriverFailure(
       return uniqueViolation(context, failure, cause);
     case 'missing table':
     case 'missing column':
-      return schemaInvalid(context, failure, cause, await missingColumns(context.em, failure.table));
+      return schemaInvalid(context, failure, cause, await missingColumns(context, failure.table));
     case 'no free connection':
       return unreachable(context, failure, cause, 'no free connection');
   }
   if (PROBED_KINDS.has(kind) || (kind === 'other' && isDriverException(cause))) {
     if (!(await isReachable(context.em))) return unreachable(context, failure, cause, 'unreachable');
     // Drivers do not classify every schema error (SQLite: "table x has no column named y"): look at the table.
-    const missing = await missingColumns(context.em, failure.table);
+    const missing = await missingColumns(context, failure.table);
     if (missing === 'table' || (missing && missing.length > 0)) return schemaInvalid(context, failure, cause, missing);
   }
   return persistenceFailed(context, failure.operation, failure.table, cause, describe(cause), failure.alsoTable);
@@ -281,24 +279,24 @@ function entityOf(em: EntityManager, table: string): EntityMetadata | undefined 
 }
 
 /** Which of its entity's columns `table` lacks ('table' when the table itself is missing), by selecting each. */
-async function missingColumns(root: EntityManager, tableName: string | undefined): Promise<Missing> {
+async function missingColumns({ em: root, db }: FailureContext, tableName: string | undefined): Promise<Missing> {
   const meta = tableName === undefined ? undefined : entityOf(root, tableName);
   if (!meta) return undefined;
   const em = freshFork(root);
-  const table = tableOf(em, meta);
-  const select = (columns: string) => queryRows(em, `select ${columns} from ${table} where 1 = 0`, []);
+  const { timer, outbox, handledMessage } = db.tables;
+  const names = [timer, outbox, handledMessage].find((library) => library.name === tableName) ?? db.tables.saga(meta);
   try {
-    await select('1');
+    await queryRows(em, probeTable(names));
   } catch (error) {
     return classifyDriverError(error) === 'missing table' ? 'table' : undefined;
   }
   const missing: string[] = [];
-  for (const column of storedProperties(meta).flatMap((p) => p.fieldNames ?? [])) {
+  for (const column of names.stored) {
     try {
-      await select(quoteName(em, column));
+      await queryRows(em, probeColumn(names, column));
     } catch (error) {
       if (classifyDriverError(error) !== 'missing column') return undefined;
-      missing.push(column);
+      missing.push(column.field);
     }
   }
   return missing;

@@ -1,7 +1,9 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { freshFork, queryRows, type UnitTransaction } from '../../orm/index.js';
+import { freshFork, type UnitTransaction } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
-import { runSavepointStatement, SAVEPOINT_SQL } from '../../sql/savepoint-statements.js';
+import { lockTimeoutSql } from '../../sql/lock-timeout-statement.js';
+import { rollbackToSavepoint, setSavepoint } from '../../sql/savepoint-statements.js';
+import { queryRows, sendStatement } from '../../sql/sql-executor.js';
 import type { GroupLimits } from '../runtime-options.js';
 import { commitFailure, failure, leftGroupIfLockWait, settle } from './group-outcomes.js';
 import { lockOrder } from './lock-order.js';
@@ -60,7 +62,7 @@ export class GroupCommit {
         // Only PostgreSQL's lock timeout (the prelude) makes a unit leave its group: here `prelude` is always set.
         let own = false;
         const bound = async (tx: EntityManager) => {
-          const [row] = await queryRows<{ own: boolean }>(tx, this.prelude!, []);
+          const [row] = await queryRows<{ own: boolean }>(tx, { sql: this.prelude!, params: [] });
           own = row?.own === true;
         };
         const outcome = await settle(writePlan(this.db, em, plan, target, bound));
@@ -81,23 +83,6 @@ export class GroupCommit {
   write(unit: UnitWrite): Promise<WriteReport> {
     return this.batcher.submit(unit);
   }
-}
-
-/**
- * The statement that bounds a group transaction's lock waits (PostgreSQL): `lock_timeout` for the rest of the
- * transaction, `timeoutMs` or the connection's own setting when that is not longer. Its one row's `own` says
- * which is in force: true when the connection's own limit is. `timeoutMs` is a validated integer option, never input.
- */
-export function lockTimeoutSql(timeoutMs: number): string {
-  // current_setting() shows the value with its unit ('0', '50ms', '2min'), which interval input reads; pg_settings
-  // would give plain milliseconds, but reading that view costs milliseconds per statement. The setting is read in
-  // a subquery that OFFSET 0 keeps from being merged into the outer select: merged, set_config() runs before the
-  // comparison reads the setting, which then always finds its own value.
-  const own = "current_setting('lock_timeout')::interval";
-  return (
-    `select set_config('lock_timeout', case when own then setting else '${timeoutMs}ms' end, true), own from ` +
-    `(select current_setting('lock_timeout') as setting, ${own} > interval '0' and ${own} <= interval '${timeoutMs} milliseconds' as own offset 0) as current`
-  );
 }
 
 /**
@@ -197,8 +182,7 @@ async function writeInSavepoint(
   name: string,
   prelude?: string,
 ): Promise<SavepointWrite> {
-  const savepoint = (sql: string) => runNamed('savepoint', undefined, () => runSavepointStatement(unit.em, sql));
-  const set = SAVEPOINT_SQL.set(name);
+  const set = setSavepoint(name).sql;
   group.join(unit.em);
   try {
     try {
@@ -218,7 +202,7 @@ async function writeInSavepoint(
       // The unit failed before sending anything: its SAVEPOINT never ran, and there is nothing to roll back.
       if (group.withdrawUnsent(set)) return { outcome: failure(error) };
       try {
-        await savepoint(SAVEPOINT_SQL.rollbackTo(name));
+        await runNamed('savepoint', undefined, () => sendStatement(unit.em, rollbackToSavepoint(name)));
       } catch (ended) {
         return { outcome: failure(error), broke: ended };
       }

@@ -1,16 +1,8 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
-import {
-  executeSql,
-  isNeverSent,
-  isRefusedByServer,
-  markWritten,
-  plainRowUpdate,
-  recordInsertedNulls,
-  type UnitTransaction,
-} from '../../orm/index.js';
+import { isNeverSent, isRefusedByServer, markWritten, plainRowUpdate, recordInsertedNulls, type UnitTransaction } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { readSagaRowAndStamp, type SagaRowChange, updateSagaRow, updateSagaRowAndStampTimer } from '../../sql/saga-statements.js';
-import { queryRows, runStatement } from '../../sql/sql-executor.js';
+import { queryRows, runStatement, sendStatement } from '../../sql/sql-executor.js';
 import { stampTimer, type TimerStamp } from '../../sql/timer-statements.js';
 import type { PlannedStatement, PreparedWrite, SagaRowTarget } from './planned-statement.js';
 import type { SagaRowWrite, UnitOfWorkPlan } from './unit-of-work-plan.js';
@@ -95,7 +87,7 @@ function updateStatement(
       const change = advance(em);
       if (!change) {
         // MikroORM's flush sends the UPDATE: the bound goes first, on its own; the stamp after it.
-        if (lockBound) await executeSql(em, lockBound, [], 'run');
+        if (lockBound) await sendStatement(em, { sql: lockBound, params: [] });
         await em.flush();
         await writer.stampAfterFlush(em);
         return 0;

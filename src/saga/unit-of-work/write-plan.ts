@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { executeSql, type UnitTransaction } from '../../orm/index.js';
+import type { UnitTransaction } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
+import { sendStatement } from '../../sql/sql-executor.js';
 import { statementsOf } from './plan-statements.js';
 import type { PreparedWrite, SagaRowTarget } from './planned-statement.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
@@ -71,7 +72,7 @@ export async function runPlanStatements(
   for (const statement of statements) {
     if (bound && !statement.takesLockBound) {
       const sql = bound;
-      await runNamed('begin', undefined, () => executeSql(em, sql, [], 'run'));
+      await runNamed('begin', undefined, () => sendStatement(em, { sql, params: [] }));
       bound = undefined;
     }
     const carried = bound;

@@ -5,8 +5,8 @@
 import type { EventSubscriber, MikroORM, TransactionEventArgs } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../../../src/index.js';
-import { queryRows } from '../../../src/orm/index.js';
 import { ORM_MAJOR } from '../../../src/orm/orm-major.js';
+import { queryRows } from '../../../src/orm/sql-execution.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { statementsSent } from '../../support/pg-statements.js';
 import { rowsOf } from '../../support/rows.js';

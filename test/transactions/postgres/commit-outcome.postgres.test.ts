@@ -7,7 +7,7 @@
 import type { MikroORM, Options } from '@mikro-orm/core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SagaPersistenceError, SagaRuntime } from '../../../src/index.js';
-import { queryRows } from '../../../src/orm/index.js';
+import { queryRows } from '../../../src/orm/sql-execution.js';
 import { FakeClock } from '../../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { rowsOf } from '../../support/rows.js';

@@ -5,7 +5,7 @@
 import type { EventSubscriber, MikroORM, TransactionEventArgs } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../../../src/index.js';
-import { executeSql } from '../../../src/orm/index.js';
+import { executeSql } from '../../../src/orm/sql-execution.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { rowsOf } from '../../support/rows.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';

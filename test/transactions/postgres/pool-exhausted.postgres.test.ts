@@ -5,7 +5,7 @@ import type { EntityManager, MikroORM, Options } from '@mikro-orm/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SagaPersistenceError, SagaRuntime } from '../../../src/index.js';
 import { pgConnectionOptions } from '../../../src/orm/connection-info.js';
-import { queryRows } from '../../../src/orm/index.js';
+import { queryRows } from '../../../src/orm/sql-execution.js';
 import { FakeClock } from '../../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { useDatabase } from '../../support/suite.js';

@@ -6,8 +6,8 @@
 import type { EventSubscriber, MikroORM, Options, TransactionEventArgs } from '@mikro-orm/core';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../../../src/index.js';
-import { queryRows } from '../../../src/orm/index.js';
 import { ORM_MAJOR } from '../../../src/orm/orm-major.js';
+import { queryRows } from '../../../src/orm/sql-execution.js';
 import { FakeClock } from '../../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { DIALECTS, isSqlite, waitsForLocksSynchronously } from '../../support/databases.js';

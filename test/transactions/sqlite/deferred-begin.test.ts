@@ -6,8 +6,8 @@
 import type { EventSubscriber, MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaPersistenceError, SagaRuntime } from '../../../src/index.js';
-import { queryRows } from '../../../src/orm/index.js';
 import { ORM_MAJOR } from '../../../src/orm/orm-major.js';
+import { queryRows } from '../../../src/orm/sql-execution.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { DIALECTS, isSqlite, waitsForLocksSynchronously } from '../../support/databases.js';
 import { refuseInserts, rowsOf } from '../../support/rows.js';

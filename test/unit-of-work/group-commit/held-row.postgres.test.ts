@@ -14,7 +14,7 @@ import {
   silentLogger,
 } from '../../../src/index.js';
 import { pgConnectionOptions } from '../../../src/orm/connection-info.js';
-import { lockTimeoutSql } from '../../../src/saga/unit-of-work/group-commit.js';
+import { lockTimeoutSql } from '../../../src/sql/lock-timeout-statement.js';
 import { FakeClock } from '../../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { drainContinuations, FlushHold } from '../../support/flush-hold.js';

@@ -9,8 +9,9 @@
 import { defineEntity, type Options } from '@mikro-orm/core';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { SagaRuntime, SagaState, SagaStateSchema } from '../../../src/index.js';
-import { freshFork, queryRows } from '../../../src/orm/index.js';
+import { freshFork } from '../../../src/orm/index.js';
 import { ORM_MAJOR } from '../../../src/orm/orm-major.js';
+import { queryRows } from '../../../src/orm/sql-execution.js';
 import { runUpdatesAsOne } from '../../../src/sql/updates-as-one.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import type { GatedState } from '../../support/gated-saga.js';
