@@ -60,7 +60,9 @@ describe('the docs show the code the tests run', () => {
   it("README 'Install' gives MikroORM 6's CLI script as examples/existing-app runs it (test/packaging/existing-app.test.ts), as the docs do", async () => {
     const app = JSON.parse(await read('examples/existing-app/package.json')) as { scripts: Record<string, string> };
     const script = app.scripts['mikro-orm']!;
-    expect(script).toBe('MIKRO_ORM_CLI_USE_TS_NODE=false MIKRO_ORM_CLI_ALWAYS_ALLOW_TS=true node --import tsx node_modules/@mikro-orm/cli/esm.js');
+    expect(script).toBe(
+      'MIKRO_ORM_CLI_USE_TS_NODE=false MIKRO_ORM_CLI_ALWAYS_ALLOW_TS=true node --import tsx node_modules/@mikro-orm/cli/esm.js',
+    );
     const readme = await read('README.md');
     const install = readme.slice(readme.indexOf('## Install'), readme.indexOf('## Define a saga'));
     expect(install).toContain(`"mikro-orm": "${script}"`);

@@ -99,10 +99,10 @@ describe('the docs name tests that exist', () => {
     expect(unpinned).toEqual([]);
   });
 
-  it('a pin matches a whole test title, never part of one; `${...}` in a template title stands for any text', () => {
+  it('a pin matches a whole test title, never part of one; each placeholder of a template title stands for any text', () => {
     const titles = testTitles(
       "it('a step that throws writes nothing: no rows', f);\n" +
-        'it(`${what}: ${code}, and nothing is written`, f);\n' +
+        `it(\`\${what}: \${code}, and nothing is written\`, f);\n` +
         "it.runIf(x)(\n  'stop() resolves', f);\n" +
         "describe('a group', () => {});",
     );
