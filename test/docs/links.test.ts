@@ -149,15 +149,17 @@ function stringLiteral(source: string, start: number, quote: string): string {
 
 /** The fixed parts of the template literal whose text starts at `start`, split where each `${...}` stands. */
 function templateParts(source: string, start: number): string[] | undefined {
-  const parts = [''];
+  const parts: string[] = [];
+  let part = '';
   for (let i = start; i < source.length; i++) {
     const c = source[i]!;
-    if (c === '`') return parts;
-    if (c === '\\') parts[parts.length - 1] += source[++i];
+    if (c === '`') return [...parts, part];
+    if (c === '\\') part += source[++i];
     else if (c === '$' && source[i + 1] === '{') {
       i = skipExpression(source, i + 2);
-      parts.push('');
-    } else parts[parts.length - 1] += c;
+      parts.push(part);
+      part = '';
+    } else part += c;
   }
   return undefined;
 }
