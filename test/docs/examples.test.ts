@@ -57,6 +57,18 @@ describe('the docs show the code the tests run', () => {
     expect(readme).toBe(example.replace("from '../../../src/index.js'", "from 'mikro-orm-saga'"));
   });
 
+  it("README 'Install' gives MikroORM 6's CLI script as examples/existing-app runs it (test/packaging/existing-app.test.ts), as the docs do", async () => {
+    const app = JSON.parse(await read('examples/existing-app/package.json')) as { scripts: Record<string, string> };
+    const script = app.scripts['mikro-orm']!;
+    expect(script).toBe(
+      'MIKRO_ORM_CLI_USE_TS_NODE=false MIKRO_ORM_CLI_ALWAYS_ALLOW_TS=true node --import tsx node_modules/@mikro-orm/cli/esm.js',
+    );
+    const readme = await read('README.md');
+    const install = readme.slice(readme.indexOf('## Install'), readme.indexOf('## Define a saga'));
+    expect(install).toContain(`"mikro-orm": "${script}"`);
+    for (const doc of ['docs/integration.md', 'docs/migrations.md']) expect(await read(doc)).toContain(`"mikro-orm": "${script}"`);
+  });
+
   it("docs/sagas.md 'Mapping the state entity' shows the decorator fixtures test/schema/entity-styles.test.ts runs", async () => {
     const fixtures = {
       'MikroORM 6, decorators': 'test/fixtures/v6/decorators-saga.ts',

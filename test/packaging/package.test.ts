@@ -21,7 +21,7 @@ describe.runIf(LOADED_ORM_MAJOR === 6)('the npm tarball in a separate MikroORM a
   }, 180_000);
   afterAll(() => rm(app, { recursive: true, force: true }));
 
-  it('ships built ESM and .d.ts only, with the exports map pointing at them', async () => {
+  it('ships built ESM and .d.ts only, with the exports map pointing at them, and the files the README links to', async () => {
     const pkg = join(app, 'node_modules', 'mikro-orm-saga');
     const manifest = JSON.parse(await readFile(join(pkg, 'package.json'), 'utf8'));
     for (const entry of Object.values(manifest.exports as Record<string, { import?: string; types?: string } | string>)) {
@@ -32,6 +32,11 @@ describe.runIf(LOADED_ORM_MAJOR === 6)('the npm tarball in a separate MikroORM a
     const files = await readdir(pkg, { recursive: true });
     expect(files.some((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toBe(false);
     expect(files.some((f) => f.startsWith('test') || f.startsWith('examples') || f.startsWith('bench'))).toBe(false);
+    expect(files).toEqual(expect.arrayContaining(['README.md', 'CHANGELOG.md', 'LICENSE']));
+    const readme = (await readFile(join(pkg, 'README.md'), 'utf8')).replace(/```[\s\S]*?```/g, '');
+    const linked = [...readme.matchAll(/\]\(([^)#\s:]+)(?:#[^)]*)?\)/g)].map(([, path]) => path!);
+    expect(linked.length).toBeGreaterThan(5);
+    expect(linked.filter((path) => !files.includes(path))).toEqual([]);
   });
 
   const runApp = appRunner(app);

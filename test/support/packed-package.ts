@@ -46,11 +46,13 @@ async function runtimeDependencies(): Promise<string[]> {
  * A hash of everything the tarballs are made of: the sources tsc compiles, its configs and version, the files
  * packed beside them, the dependencies' manifests and this file. An edit (say during a watch run) names a new build.
  */
+/** The files of package.json `files` packed as they are in the repository (the rest is dist/, built). */
+const PACKED_AS_IS = ['README.md', 'CHANGELOG.md', 'LICENSE', 'docs'];
+
 async function packageInputsHash(): Promise<string> {
   const inputs = [
     'package.json',
-    'README.md',
-    'docs',
+    ...PACKED_AS_IS,
     'src',
     'migrations',
     'tsconfig.json',
@@ -87,7 +89,7 @@ async function packInto(into: string): Promise<void> {
   const stage = join(into, 'stage');
   const tsc = join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
   await run(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--outDir', join(stage, 'dist')], { cwd: REPO_ROOT });
-  for (const file of ['package.json', 'README.md', 'docs']) await cp(join(REPO_ROOT, file), join(stage, file), { recursive: true });
+  for (const file of ['package.json', ...PACKED_AS_IS]) await cp(join(REPO_ROOT, file), join(stage, file), { recursive: true });
   await writeFile(join(into, 'npmrc'), '');
   const npm = npmIn(into);
   const pack = async (cwd: string, ...what: string[]) => {
