@@ -6,7 +6,7 @@
 import { defineEntity } from '@mikro-orm/core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { defineSaga, SagaDispatcher, SagaRuntime, SagaState, SagaStateSchema, silentLogger } from '../../../src/index.js';
-import { queryRows } from '../../../src/orm/index.js';
+import { queryRows } from '../../../src/orm/sql-execution.js';
 import { drainDueTimers, FakeClock } from '../../../src/testing/index.js';
 import { DIALECTS, isSqlite } from '../../support/databases.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
