@@ -32,9 +32,12 @@ export function useChildScripts(): void {
   });
 }
 
-/** The arguments of `node` that run `script` with `args`. */
+/**
+ * The arguments of `node` that run `script` with `args`: the test file's build, or the source through tsx in a
+ * process that built none (the benchmarks, a test file that did not call `useChildScripts()`).
+ */
 export function childCommand(script: ChildScript, args: readonly string[]): string[] {
-  if (!current) throw new Error('the child scripts are not built: call useChildScripts() in the test file');
+  if (!current) return ['--import', 'tsx', repoPath('test', 'support', `${script}.ts`), ...args];
   return [join(current, `${script}.mjs`), ...args];
 }
 
