@@ -12,6 +12,7 @@ import { ORM_MAJOR } from '../../../src/orm/orm-major.js';
 import { queryRows } from '../../../src/orm/sql-execution.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
 import { DIALECTS, isSqlite, waitsForLocksSynchronously } from '../../support/databases.js';
+import { sqliteBusyTimeout } from '../../support/orm-options.js';
 import { rowsOf } from '../../support/rows.js';
 import { uniqueKey, useDatabase } from '../../support/suite.js';
 
@@ -66,13 +67,13 @@ for (const dialect of DIALECTS.filter(isSqlite)) {
     });
 
     it('the busy timeout is set per connection: pool.afterCreate on 6, driverOptions.timeout on 7', async () => {
-      const orm = await open(busyTimeoutOptions(dialect, 250));
+      const orm = await open(sqliteBusyTimeout(dialect, 250));
       expect(await busyTimeoutOf(orm)).toBe(250);
     });
 
     it(`a statement waiting for a locked file ${waitsForLocksSynchronously(dialect) ? 'blocks the event loop' : 'leaves the event loop running'}, then fails as a database fault`, async () => {
       const locker = await open();
-      const waiter = await open(busyTimeoutOptions(dialect, 300));
+      const waiter = await open(sqliteBusyTimeout(dialect, 300));
       await locker.em.getConnection().execute('begin exclusive');
       try {
         const { turns, error } = await loopTurnsDuring(() => queryRows(waiter.em, 'select count(*) as n from "saga_timer"', []));
@@ -99,7 +100,7 @@ for (const dialect of DIALECTS.filter(isSqlite)) {
     it('is retried, and after maxAttempts fails with CONCURRENCY_CONFLICT naming the lock and the busy timeout; nothing written', async () => {
       const locker = await db().openAnother();
       opened.push(locker);
-      const waiter = await db().openAnother(busyTimeoutOptions(dialect, 50));
+      const waiter = await db().openAnother(sqliteBusyTimeout(dialect, 50));
       opened.push(waiter);
       const runtime = new SagaRuntime({ em: waiter.em, sagas: [scriptedSaga], concurrency: { maxAttempts: 2, baseDelayMs: 0 } });
       const key = uniqueKey('locked');
@@ -120,22 +121,4 @@ for (const dialect of DIALECTS.filter(isSqlite)) {
       expect(await rowsOf(db().orm).saga(key)).toBeNull();
     });
   });
-}
-
-/**
- * MikroORM options that give each new SQLite connection a busy timeout of `ms` (what docs/timers.md tells
- * applications to write). On 6, knex opens the connections and hands each to `pool.afterCreate`; neither
- * driver takes the timeout as a knex connection option. On 7, `driverOptions` go to better-sqlite3's constructor.
- */
-function busyTimeoutOptions(dialect: 'sqlite' | 'better-sqlite', ms: number): Partial<Options> {
-  if (ORM_MAJOR === 7) return { driverOptions: { timeout: ms } } as Partial<Options>;
-  const afterCreate =
-    dialect === 'better-sqlite'
-      ? (conn: { pragma(sql: string): unknown }, done: (error: Error | null, conn: unknown) => void) => {
-          conn.pragma(`busy_timeout = ${ms}`);
-          done(null, conn);
-        }
-      : (conn: { run(sql: string, cb: (error: Error | null) => void): void }, done: (error: Error | null, conn: unknown) => void) =>
-          conn.run(`pragma busy_timeout = ${ms}`, (error) => done(error, conn));
-  return { pool: { afterCreate } } as Partial<Options>;
 }
