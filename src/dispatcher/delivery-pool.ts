@@ -2,6 +2,8 @@
 export interface DeliveryTask {
   /** Tasks of one lane run one after the other, in submission order (the rows of one saga instance). */
   readonly lane: string;
+  /** The group whose limit the task's lane counts against (the row's table); one lane, one group. Default ''. */
+  readonly group?: string;
   /**
    * Run with no other delivery in flight in this process, and nothing started while it runs: for a row whose
    * last delivery died with its process, so that if it kills this one too, no other delivery is lost with it.
@@ -20,12 +22,18 @@ export interface DeliveryTask {
 export interface Reservation {
   /** The lane sequence number its tasks' lanes take: lanes and isolated tasks queued meanwhile come after. */
   readonly sequence: number;
+  /** The group whose slots it holds. */
+  readonly group: string;
 }
+
+/** Lanes in flight at once: one limit for every group, or a limit per group. */
+export type PoolLimits = number | Readonly<Record<string, number>>;
 
 /**
  * Runs deliveries with bounded concurrency, shared by every pass of one dispatcher, so a pass that waits on
- * a slow lane does not stop the next pass from claiming and delivering other rows. At most `concurrency`
- * lanes run at once; a lane runs its tasks in order; an isolated task runs alone.
+ * a slow lane does not stop the next pass from claiming and delivering other rows. At most the group's limit of
+ * lanes run at once in each group (timers and publishes have their own); a lane runs its tasks in order; an
+ * isolated task runs alone, whatever its group.
  *
  * An isolated task waits for the lanes running when it was queued. Meanwhile other rows are still claimed
  * and started (one hung delivery must not stall the dispatcher until it times out); once those earlier
@@ -33,7 +41,12 @@ export interface Reservation {
  */
 export class DeliveryPool {
   private readonly lanes = new Map<string, DeliveryTask[]>();
-  private ready: string[] = [];
+  /** The lanes waiting for a slot, per group, in queueing order. */
+  private readonly ready = new Map<string, string[]>();
+  /** The group of each queued or running lane. */
+  private readonly laneGroup = new Map<string, string>();
+  /** Lanes running per group. */
+  private readonly runningIn = new Map<string, number>();
   /** Isolated tasks, each with the sequence number of the first lane it does not wait for. */
   private readonly isolated: { task: DeliveryTask; after: number }[] = [];
   /** Sequence number of each queued or running lane, in queueing order. */
@@ -45,13 +58,31 @@ export class DeliveryPool {
   private watchers: (() => void)[] = [];
 
   /**
-   * @param concurrency lanes in flight at once.
+   * @param limits lanes in flight at once, in each group.
    * @param onError reports what a task threw (tasks record their own failures; this is a last resort).
    */
   constructor(
-    private readonly concurrency: number,
+    private readonly limits: PoolLimits,
     private readonly onError: (error: unknown) => void,
   ) {}
+
+  private limit(group: string): number {
+    return typeof this.limits === 'number' ? this.limits : (this.limits[group] ?? 1);
+  }
+
+  private readyIn(group: string): string[] {
+    let lanes = this.ready.get(group);
+    if (!lanes) {
+      lanes = [];
+      this.ready.set(group, lanes);
+    }
+    return lanes;
+  }
+
+  /** Whether a lane of `group` may start now (a slot of its group is free and no reservation holds them). */
+  private canStart(group: string): boolean {
+    return (this.runningIn.get(group) ?? 0) < this.limit(group) && this.reservation?.group !== group;
+  }
 
   /** Deliveries running now. */
   get active(): number {
@@ -63,19 +94,22 @@ export class DeliveryPool {
    * behind a busy row of their own saga do not count: a slot would not help them.
    */
   hasRoom(): boolean {
-    return (
-      !this.exclusive && !this.reservation && this.running < this.concurrency && this.ready.length === 0 && !this.drainingForIsolated()
-    );
+    if (this.exclusive || this.reservation || this.drainingForIsolated()) return false;
+    for (const lanes of this.ready.values()) if (lanes.length > 0) return false;
+    const groups = typeof this.limits === 'number' ? [''] : Object.keys(this.limits);
+    return groups.some((group) => (this.runningIn.get(group) ?? 0) < this.limit(group));
   }
 
   /**
-   * Holds every slot free for a claim about to be made, if the pool is idle (nothing running or queued):
-   * the claim's first `concurrency` lanes then start at once when {@link submit}ted with the reservation,
-   * so the claim may mark them started itself. Undefined when the pool is busy or already reserved.
+   * Holds every slot of `group` free for a claim about to be made, if the group is idle (none of its lanes running
+   * or queued, no isolated task queued or running): the claim's first lanes, up to the group's limit, then start at
+   * once when {@link submit}ted with the reservation, so the claim may mark them started itself. Undefined when the
+   * group is busy or the pool already reserved.
    */
-  reserve(): Reservation | undefined {
-    if (this.reservation || this.exclusive || this.running > 0 || this.ready.length > 0 || this.isolated.length > 0) return undefined;
-    this.reservation = { sequence: this.nextLane++ };
+  reserve(group = ''): Reservation | undefined {
+    const busy = (this.runningIn.get(group) ?? 0) > 0 || this.readyIn(group).length > 0;
+    if (this.reservation || this.exclusive || busy || this.isolated.length > 0) return undefined;
+    this.reservation = { sequence: this.nextLane++, group };
     return this.reservation;
   }
 
@@ -114,7 +148,7 @@ export class DeliveryPool {
 
   /**
    * Queues `tasks`; resolves when every one of them ran. With the pool's `reservation`, ends it and queues
-   * `tasks` ahead of everything queued meanwhile: their first `concurrency` lanes start before this returns.
+   * `tasks` ahead of everything queued meanwhile: their first lanes, up to the group's limit, start before this returns.
    */
   submit(tasks: readonly DeliveryTask[], reservation?: Reservation): Promise<void> {
     const reserved = reservation !== undefined && reservation === this.reservation;
@@ -149,9 +183,11 @@ export class DeliveryPool {
     const lane = this.lanes.get(task.lane);
     if (lane) lane.push(task);
     else {
+      const group = task.group ?? '';
       this.lanes.set(task.lane, [task]);
+      this.laneGroup.set(task.lane, group);
       this.laneSequence.set(task.lane, this.nextLane++);
-      this.ready.push(task.lane);
+      this.readyIn(group).push(task.lane);
     }
   }
 
@@ -174,21 +210,29 @@ export class DeliveryPool {
     }
     for (const [key, lane] of ahead) {
       this.lanes.set(key, [...lane, ...(this.lanes.get(key) ?? [])]);
+      this.laneGroup.set(key, lane[0]!.group ?? '');
       this.laneSequence.set(key, sequence);
     }
-    this.ready = [...ahead.keys(), ...this.ready.filter((key) => !ahead.has(key))];
+    for (const key of ahead.keys()) {
+      const ready = this.readyIn(this.laneGroup.get(key)!);
+      const queued = ready.indexOf(key);
+      if (queued >= 0) ready.splice(queued, 1);
+    }
+    for (const key of [...ahead.keys()].reverse()) this.readyIn(this.laneGroup.get(key)!).unshift(key);
     this.isolated.unshift(...isolated);
     for (const task of behind) this.queue(task);
   }
 
   private pump(): void {
-    if (this.reservation) return;
-    while (!this.exclusive && this.running < this.concurrency && this.ready.length > 0 && !this.drainingForIsolated()) {
-      const lane = this.ready.shift()!;
-      this.running++;
-      void this.runLane(lane);
+    for (const [group, ready] of this.ready) {
+      while (!this.exclusive && ready.length > 0 && this.canStart(group) && !this.drainingForIsolated()) {
+        const lane = ready.shift()!;
+        this.running++;
+        this.runningIn.set(group, (this.runningIn.get(group) ?? 0) + 1);
+        void this.runLane(lane);
+      }
     }
-    if (!this.exclusive && this.running === 0 && this.isolated.length > 0) {
+    if (!this.exclusive && !this.reservation && this.running === 0 && this.isolated.length > 0) {
       const { task } = this.isolated.shift()!;
       this.exclusive = true;
       this.running++;
@@ -205,9 +249,12 @@ export class DeliveryPool {
     const queue = this.lanes.get(key)!;
     for (let task = queue.shift(); task; task = queue.shift()) await this.execute(task);
     // No await between the empty shift() and this delete: a task submitted meanwhile would be lost.
+    const group = this.laneGroup.get(key)!;
     this.lanes.delete(key);
+    this.laneGroup.delete(key);
     this.laneSequence.delete(key);
     this.running--;
+    this.runningIn.set(group, this.runningIn.get(group)! - 1);
     this.pump();
   }
 

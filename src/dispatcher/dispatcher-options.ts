@@ -44,8 +44,15 @@ export const DISPATCHER_DEFAULTS = Object.freeze({
    * count as backlog (`backlogAfterMs`).
    */
   catchUp: Object.freeze({ policy: CATCH_UP_POLICIES.FIRE_ALL, maxAgeMs: 86_400_000, backlogAfterMs: 60_000 }),
-  /** Deliveries (and publishes) in flight at once per dispatcher. */
+  /** Timer deliveries (saga steps) in flight at once per dispatcher. */
   concurrency: 10,
+  /**
+   * Outbox publishes in flight at once per dispatcher, when `concurrency` is not set (with it, `concurrency`).
+   * A publish holds no database connection: the start marks and published stamps of the rows in flight are
+   * written for many rows in one statement, so the rows in flight set how many a statement carries. Measured in
+   * docs/performance.md ("Relay: rows in flight").
+   */
+  publishConcurrency: 100,
   /** A delivery or publish still running after this long counts as failed. */
   deliveryTimeoutMs: 60_000,
   /** Cap of the loop's wait after a pass failed (database outage). */
@@ -111,8 +118,16 @@ export interface SagaDispatcherOptions {
      */
     readonly backlogAfterMs?: number;
   };
-  /** Deliveries and publishes in flight at once. Default 10. */
+  /**
+   * Timer deliveries in flight at once: saga steps, each a unit of work on a pooled connection. Default 10. Also
+   * the default of `publishConcurrency` when set.
+   */
   readonly concurrency?: number;
+  /**
+   * Outbox publishes in flight at once (at most one per saga instance: a saga's messages go out in order). Default
+   * 100, or `concurrency` when that is set. Lower it when the broker must not see more at once.
+   */
+  readonly publishConcurrency?: number;
   /**
    * A delivery or publish still running after this long (ms, at most {@link MAX_WAIT_MS}) counts as failed; its
    * late result is discarded. Default 60,000.
@@ -152,6 +167,7 @@ export interface ResolvedDispatcherOptions {
   readonly backoff: { readonly baseMs: number; readonly maxMs: number; readonly jitter: boolean };
   readonly catchUp: { readonly policy: CatchUpPolicy; readonly maxAgeMs: number; readonly backlogAfterMs: number };
   readonly concurrency: number;
+  readonly publishConcurrency: number;
   readonly deliveryTimeoutMs: number;
   readonly dbRetryMaxMs: number;
   readonly stopTimeoutMs: number;
@@ -184,15 +200,21 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
     fail(`catchUp.policy must be one of ${Object.values(CATCH_UP_POLICIES).join(', ')}; got ${String(policy)}.`);
   }
   const deliveryTimeoutMs = duration('deliveryTimeoutMs', options.deliveryTimeoutMs ?? defaults.deliveryTimeoutMs, MAX_WAIT_MS);
-  const concurrency = positive('concurrency', options.concurrency ?? defaults.concurrency, true);
-  // Bound as a statement's LIMIT: above 2^53 a number is no longer an exact integer, and SQLite refuses it there.
-  if (concurrency > Number.MAX_SAFE_INTEGER) fail(`concurrency must be at most ${Number.MAX_SAFE_INTEGER}; got ${concurrency}.`);
+  /** A count bound as a statement's LIMIT: above 2^53 a number is no longer an exact integer, and SQLite refuses it there. */
+  const count = (name: string, value: number) => {
+    if (positive(name, value, true) > Number.MAX_SAFE_INTEGER) fail(`${name} must be at most ${Number.MAX_SAFE_INTEGER}; got ${value}.`);
+    return value;
+  };
+  const concurrency = count('concurrency', options.concurrency ?? defaults.concurrency);
+  const publishConcurrency = count(
+    'publishConcurrency',
+    options.publishConcurrency ?? (options.concurrency === undefined ? defaults.publishConcurrency : concurrency),
+  );
   const defaultBatchSize =
     options.runtime.dialect.name === 'sqlite'
       ? Math.min(defaults.sqliteBatchPerSlot * concurrency, Number.MAX_SAFE_INTEGER)
       : defaults.batchSize;
-  const batchSize = positive('batchSize', options.batchSize ?? defaultBatchSize, true);
-  if (batchSize > Number.MAX_SAFE_INTEGER) fail(`batchSize must be at most ${Number.MAX_SAFE_INTEGER}; got ${batchSize}.`);
+  const batchSize = count('batchSize', options.batchSize ?? defaultBatchSize);
   return {
     runtime: options.runtime,
     publish: options.publish,
@@ -212,6 +234,7 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
       backlogAfterMs: duration('catchUp.backlogAfterMs', options.catchUp?.backlogAfterMs ?? defaults.catchUp.backlogAfterMs, MAX_SPAN_MS),
     },
     concurrency,
+    publishConcurrency,
     deliveryTimeoutMs,
     dbRetryMaxMs: duration('dbRetryMaxMs', options.dbRetryMaxMs ?? defaults.dbRetryMaxMs, MAX_WAIT_MS),
     // The default stays a wait a timer keeps, however long the delivery timeout.

@@ -27,7 +27,7 @@ export class OutboxRelay {
   /**
    * Claims due outbox rows and publishes them; their published stamps are pushed to `stamps`. When the pool is
    * idle, the claim holds all its slots and marks started, in the claim statement itself, the rows that then start
-   * at once (the head of each saga's lane, up to `concurrency`), instead of a start-mark statement of their own.
+   * at once (the head of each saga's lane, up to `publishConcurrency`), instead of a start-mark statement of their own.
    */
   async claimAndPublish(signal: AbortSignal | undefined, counts: OutboxCounts, stamps: Promise<void>[]): Promise<void> {
     const { context, options, events, pool, leases, rest, outcomes, deliveries } = this.parts;
@@ -35,8 +35,8 @@ export class OutboxRelay {
     const at = options.clock.now();
     const leaseUntil = new Date(at.getTime() + options.leaseMs);
     const firedBefore = rest.timersFired;
-    const reservation = pool.reserve();
-    const startAtClaim = reservation && { upTo: options.concurrency, maxAttempts: options.maxAttempts };
+    const reservation = pool.reserve(table);
+    const startAtClaim = reservation && { upTo: options.publishConcurrency, maxAttempts: options.maxAttempts };
     let claimed: Awaited<ReturnType<typeof claimDueOutboxRows>>;
     try {
       claimed = await claimDueOutboxRows(context, at, leaseUntil, options.batchSize, deliveries.claimGuard(table, at), startAtClaim);

@@ -77,6 +77,7 @@ export class RowDeliveries {
     const { leases, outcomes } = this.parts;
     return {
       lane: `${table}\u0000${row.sagaType}\u0000${row.sagaId}`,
+      group: table,
       isolated: diedWithItsDispatcher(row.lastError),
       run: async () => {
         if (!signal?.aborted || startedAtClaim) {

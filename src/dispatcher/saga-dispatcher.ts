@@ -60,9 +60,10 @@ export class SagaDispatcher implements AsyncDisposable {
     this.options = resolveDispatcherOptions(options);
     const { context } = this.options.runtime;
     this.context = context;
-    const { concurrency, clock, leaseMs, logger, pollIntervalMs } = this.options;
+    const { concurrency, publishConcurrency, clock, leaseMs, logger, pollIntervalMs } = this.options;
     this.events = new DispatcherEventListeners(logger);
-    this.pool = new DeliveryPool(concurrency, (error) => logger.error(`a delivery task threw: ${describe(error)}`));
+    const limits = { [DISPATCH_TABLES.timer]: concurrency, [DISPATCH_TABLES.outbox]: publishConcurrency };
+    this.pool = new DeliveryPool(limits, (error) => logger.error(`a delivery task threw: ${describe(error)}`));
     this.leases = new LeaseKeeper(context, { clock, leaseMs, logger, onRenewed: (renewal) => this.events.emit('renewed', renewal) });
     this.rest = new TableRest(pollIntervalMs);
     const { metrics, events, pool, leases, rest, pending } = this;

@@ -4,12 +4,13 @@ import { DeliveryPool, type DeliveryTask } from '../../src/dispatcher/delivery-p
 import { deferred } from '../support/suite.js';
 
 /** A task that records when it starts and ends and waits for its gate in between. */
-function gated(log: string[], name: string, lane: string, isolated = false) {
+function gated(log: string[], name: string, lane: string, isolated = false, group?: string) {
   const gate = deferred();
   const started = deferred();
   const task: DeliveryTask = {
     lane,
     isolated,
+    ...(group === undefined ? {} : { group }),
     run: async () => {
       log.push(`start ${name}`);
       started.resolve();
@@ -111,5 +112,55 @@ describe('DeliveryPool', () => {
       'start newest',
       'end newest',
     ]);
+  });
+
+  it('runs each group up to its own limit: a full group does not hold up the lanes of the other', async () => {
+    const log: string[] = [];
+    const pool = new DeliveryPool({ timers: 1, publishes: 3 }, () => undefined);
+    const t1 = gated(log, 't1', 't1', false, 'timers');
+    const t2 = gated(log, 't2', 't2', false, 'timers');
+    const published = [1, 2, 3, 4].map((n) => gated(log, `p${n}`, `p${n}`, false, 'publishes'));
+    const all = pool.submit([t1.task, t2.task, ...published.map((p) => p.task)]);
+    await Promise.all([t1.started, ...published.slice(0, 3).map((p) => p.started)]);
+    await flush();
+    expect(log.sort()).toEqual(['start p1', 'start p2', 'start p3', 'start t1']);
+    expect(pool.active).toBe(4);
+    // A claimed row of each group waits for a slot of its own group.
+    expect(pool.hasRoom()).toBe(false);
+    published[0]!.open();
+    await published[3]!.started;
+    expect(log).not.toContain('start t2');
+    t1.open();
+    await t2.started;
+    for (const task of [t2, ...published]) task.open();
+    await all;
+    expect(pool.active).toBe(0);
+  });
+
+  it("a reservation holds only its group's slots: the other group's lanes start meanwhile, an isolated task waits for it", async () => {
+    const log: string[] = [];
+    const pool = new DeliveryPool({ timers: 2, publishes: 2 }, () => undefined);
+    const reservation = pool.reserve('publishes')!;
+    expect(reservation).toBeDefined();
+    const timer = gated(log, 'timer', 't', false, 'timers');
+    const queuedPublish = gated(log, 'queued', 'q', false, 'publishes');
+    const suspect = gated(log, 'suspect', 's', true, 'timers');
+    const others = pool.submit([timer.task, queuedPublish.task, suspect.task]);
+    await timer.started;
+    expect(log).toEqual(['start timer']);
+    timer.open();
+    await flush();
+    // Nothing runs, but the isolated task does not start while the claim's reservation is held.
+    expect(log).toEqual(['start timer', 'end timer']);
+    const mine = gated(log, 'mine', 'm', false, 'publishes');
+    const claimed = pool.submit([mine.task], reservation);
+    // The claim's task first, then what its group queued meanwhile.
+    expect(log.slice(-2)).toEqual(['start mine', 'start queued']);
+    for (const task of [mine, queuedPublish]) task.open();
+    await claimed;
+    await suspect.started;
+    suspect.open();
+    await others;
+    expect(log.filter((line) => line.startsWith('start'))).toEqual(['start timer', 'start mine', 'start queued', 'start suspect']);
   });
 });
