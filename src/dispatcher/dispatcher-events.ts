@@ -17,8 +17,17 @@ export interface DispatcherEvents {
   renewed: (renewal: LeaseRenewal) => void;
   /** A pass of the loop finished: its deliveries all ended. */
   pass: (result: DispatchPassResult) => void;
-  /** The loop found nothing to do and now waits `pollIntervalMs` (moving a fake clock past it wakes the loop). */
+  /**
+   * A pass found nothing due, and the loop now waits `pollIntervalMs` (moving a fake clock past it wakes the loop), or
+   * less when this process commits rows due at once. Deliveries of earlier passes it overtook may still be in flight:
+   * `drained` says when none is.
+   */
   idle: () => void;
+  /**
+   * The loop waits (as for `idle`) with nothing left in flight: no pass, delivery or published stamp. Emitted once per
+   * wait, when the last of them ends (or with `idle` when none was left).
+   */
+  drained: () => void;
   /**
    * A pass failed as a whole (usually the database is unreachable); the loop now waits and then tries again.
    * The error is a `SagaDispatchError` whose `result` says what the pass did first.
@@ -33,6 +42,7 @@ export class DispatcherEventListeners {
     renewed: new Set(),
     pass: new Set(),
     idle: new Set(),
+    drained: new Set(),
     passFailed: new Set(),
   };
 

@@ -17,6 +17,7 @@ import {
 } from './dispatcher-options.js';
 import type { Mutable } from './held-row.js';
 import { LeaseKeeper } from './lease-keeper.js';
+import { LoopWakeup } from './loop-wakeup.js';
 import { OutboxRelay } from './outbox-relay.js';
 import { PendingOutcomes } from './pending-outcomes.js';
 import { RowDeliveries } from './row-deliveries.js';
@@ -26,6 +27,22 @@ import { TimerFiring } from './timer-firing.js';
 
 /** What the loop learns when a pass it waits for has delivered every row and only writes their published stamps. */
 const STAMPS_LEFT = Symbol('stamps left');
+
+/** What the loop keeps between passes. */
+interface LoopState {
+  /** The passes not yet settled (the current one, and those overtaken). */
+  readonly inFlight: Set<Promise<unknown>>;
+  /** The pass whose published stamps are being written while the current one runs. */
+  stampsBehind: Promise<unknown> | undefined;
+  /** Passes failed in a row. */
+  failures: number;
+  /** Whether the next pass claims every table: the last one found nothing in those it claimed. */
+  claimAll: boolean;
+  /** Whether the loop waits after a pass that found nothing. */
+  waiting: boolean;
+  /** Whether 'drained' was emitted during this wait. */
+  drained: boolean;
+}
 
 /**
  * Fires due timers and relays the outbox. Polls `saga_timer` and `saga_outbox`, claims due rows under a
@@ -52,6 +69,7 @@ export class SagaDispatcher implements AsyncDisposable {
   private readonly rest: TableRest;
   private readonly timers: TimerFiring;
   private readonly outbox: OutboxRelay;
+  private readonly wakeup = new LoopWakeup();
   private controller: AbortController | undefined;
   private loop: Promise<void> | undefined;
 
@@ -97,7 +115,11 @@ export class SagaDispatcher implements AsyncDisposable {
     if (this.loop) throw new SagaError('OPTION_INVALID', 'SagaDispatcher.start(): the dispatcher is already running.');
     const controller = new AbortController();
     this.controller = controller;
-    this.loop = this.runLoop(controller.signal);
+    const unsubscribe = this.options.runtime.rowsDue.on((table) => {
+      this.rest.rowsDue(table);
+      this.wakeup.ring();
+    });
+    this.loop = this.runLoop(controller.signal).finally(unsubscribe);
   }
 
   /**
@@ -167,68 +189,105 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   private async runLoop(signal: AbortSignal): Promise<void> {
-    const { clock, pollIntervalMs } = this.options;
-    const inFlight = new Set<Promise<unknown>>();
-    /** The pass whose published stamps are being written while the current one runs. */
-    let stampsBehind: Promise<unknown> | undefined;
-    let failures = 0;
-    /** Whether the next pass claims every table: the last one found nothing in those it claimed. */
-    let claimAll = false;
+    const { clock } = this.options;
+    const loop: LoopState = { inFlight: new Set(), stampsBehind: undefined, failures: 0, claimAll: false, waiting: false, drained: false };
     while (!signal.aborted) {
       let stamping!: () => void;
       const onlyStamps = new Promise<void>((resolve) => {
         stamping = resolve;
       });
-      const skipped = claimAll ? new Set<DispatchTable>() : this.rest.tablesAtRest(clock.now());
-      claimAll = false;
+      const skipped = loop.claimAll ? new Set<DispatchTable>() : this.rest.tablesAtRest(clock.now());
+      loop.claimAll = false;
+      // Rows a unit of work committed before this claim starts are claimed by it.
+      this.wakeup.take();
       const settled = this.pass(signal, stamping, skipped).then(
         (result) => ({ result }),
         (error: unknown) => ({ error }),
       );
-      inFlight.add(settled);
-      void settled.then(() => inFlight.delete(settled));
+      loop.inFlight.add(settled);
+      void settled.then(() => {
+        loop.inFlight.delete(settled);
+        this.reportDrained(loop);
+      });
       const outcome = await this.untilSettledOrOvertaken(settled, signal, onlyStamps, this.rest.restLeft(skipped, clock.now()));
       if (outcome === undefined || outcome === STAMPS_LEFT) {
-        // The pass waits on slow deliveries, or only on its published stamps: it reports when they end, and the
-        // next pass claims meanwhile.
-        void settled.then((late) =>
-          'error' in late ? this.reportFailedPass(late.error, failures + 1) : this.events.emit('pass', late.result),
-        );
-        if (outcome === STAMPS_LEFT) {
-          // At most one pass's stamps are written behind the next pass: when that statement is slow, the loop
-          // waits for it rather than publish more rows it has not stamped.
-          await stampsBehind;
-          stampsBehind = settled;
-        }
+        await this.overtaken(settled, outcome, loop);
         continue;
       }
       if ('error' in outcome) {
-        failures++;
-        await this.reportFailedPass(outcome.error, failures, signal);
+        loop.failures++;
+        await this.reportFailedPass(outcome.error, loop.failures, signal);
         continue;
       }
-      failures = 0;
+      loop.failures = 0;
       this.events.emit('pass', outcome.result);
-      if (outcome.result.timers.claimed + outcome.result.timers.missed + outcome.result.outbox.claimed === 0) {
-        if (skipped.size > 0) {
-          // A table was left unclaimed while the other kept the loop busy: the next pass claims every table, rather
-          // than wait a poll interval after this one.
-          claimAll = true;
-          continue;
-        }
-        // Idle only once the stamps written behind are written too (their pass reported): a listener of 'idle'
-        // finds every row published so far stamped, as before the loop claimed behind them.
-        if (stampsBehind) {
-          await stampsBehind;
-          stampsBehind = undefined;
-          if (signal.aborted) break;
-        }
-        const waiting = clock.sleep(pollIntervalMs, signal);
-        this.events.emit('idle');
-        await waiting;
+      if (outcome.result.timers.claimed + outcome.result.timers.missed + outcome.result.outbox.claimed > 0) continue;
+      if (skipped.size > 0) {
+        // A table was left unclaimed while the other kept the loop busy: the next pass claims every table, rather
+        // than wait a poll interval after this one.
+        loop.claimAll = true;
+        continue;
       }
+      await this.waitIdle(signal, loop);
     }
-    await Promise.all(inFlight);
+    await Promise.all(loop.inFlight);
+  }
+
+  /**
+   * The pass `settled` was overtaken: it waits on slow deliveries, or only on its published stamps (`STAMPS_LEFT`). It
+   * reports when they end, and the next pass claims meanwhile.
+   */
+  private async overtaken(
+    settled: Promise<{ result: DispatchPassResult } | { error: unknown }>,
+    outcome: typeof STAMPS_LEFT | undefined,
+    loop: LoopState,
+  ): Promise<void> {
+    const failures = loop.failures;
+    void settled.then((late) =>
+      'error' in late ? this.reportFailedPass(late.error, failures + 1) : this.events.emit('pass', late.result),
+    );
+    if (outcome !== STAMPS_LEFT) return;
+    // At most one pass's stamps are written behind the next pass: when that statement is slow, the loop waits for it
+    // rather than publish more rows it has not stamped.
+    await loop.stampsBehind;
+    loop.stampsBehind = settled;
+  }
+
+  /**
+   * After a pass that found nothing: waits `pollIntervalMs`, or less when a unit of work of this process commits
+   * rows due at once (`runtime.rowsDue`), or not at all when one did during the pass.
+   */
+  private async waitIdle(signal: AbortSignal, loop: LoopState): Promise<void> {
+    // Idle only once the stamps written behind are written too (their pass reported): a listener of 'idle' finds
+    // every row published so far stamped, as before the loop claimed behind them.
+    if (loop.stampsBehind) {
+      await loop.stampsBehind;
+      loop.stampsBehind = undefined;
+      if (signal.aborted) return;
+    }
+    if (this.wakeup.take()) return;
+    const woken = new AbortController();
+    const end = () => woken.abort(ENDED);
+    signal.addEventListener('abort', end, { once: true });
+    const waiting = Promise.race([this.options.clock.sleep(this.options.pollIntervalMs, woken.signal), this.wakeup.next(woken.signal)]);
+    loop.waiting = true;
+    loop.drained = false;
+    this.events.emit('idle');
+    this.reportDrained(loop);
+    try {
+      await waiting;
+    } finally {
+      loop.waiting = false;
+      woken.abort(ENDED);
+      signal.removeEventListener('abort', end);
+    }
+  }
+
+  /** Emits 'drained' once per wait of the loop, when it waits with no pass left in flight (a pass ends after its deliveries and stamps). */
+  private reportDrained(loop: LoopState): void {
+    if (!loop.waiting || loop.drained || loop.inFlight.size > 0) return;
+    loop.drained = true;
+    this.events.emit('drained');
   }
 
   /**
@@ -247,8 +306,11 @@ export class SagaDispatcher implements AsyncDisposable {
     const overtake = new AbortController();
     const abort = () => overtake.abort(ENDED);
     signal.addEventListener('abort', abort, { once: true });
-    const overtaken = this.options.clock
-      .sleep(Math.min(this.options.pollIntervalMs, restLeftMs), overtake.signal)
+    // Rows committed in this process meanwhile end the wait as a poll interval would.
+    const overtaken = Promise.race([
+      this.options.clock.sleep(Math.min(this.options.pollIntervalMs, restLeftMs), overtake.signal),
+      this.wakeup.next(overtake.signal),
+    ])
       .then(() => this.pool.whenRoom(overtake.signal))
       .then(() => undefined);
     try {

@@ -27,6 +27,11 @@ export class TableRest {
     delete this.foundEmptyAt[DISPATCH_TABLES.outbox];
   }
 
+  /** Rows of `table` became due (a unit of work of this process committed them): it rests no longer. */
+  rowsDue(table: DispatchTable): void {
+    delete this.foundEmptyAt[table];
+  }
+
   /** Notes whether a claim of `table` at `at` came back empty, for {@link tablesAtRest}. */
   noteClaim(table: DispatchTable, at: Date, empty: boolean): void {
     if (empty) this.foundEmptyAt[table] = at.getTime();

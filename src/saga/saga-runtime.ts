@@ -17,6 +17,7 @@ import { checkMessageId, MAX_PURGE_BATCH_SIZE, type PurgeResult, purgeHandledMes
 import { messageTypeOf } from './message-type-of.js';
 import { registerSagas } from './register-saga.js';
 import type { AnySagaDefinition, RegisteredSaga } from './registered-saga.js';
+import { RowsDue } from './rows-due.js';
 import {
   assertEntityManager,
   type HandleOptions,
@@ -50,6 +51,8 @@ export class SagaRuntime {
   readonly context: DatabaseContext;
   private readonly sagas: ReadonlyMap<string, RegisteredSaga>;
   private readonly metrics = new SagaMetrics();
+  /** @internal Units of work that committed rows due at once: the dispatchers on this runtime claim them at once. */
+  readonly rowsDue = new RowsDue();
   /** What its units of work use of it: options, dialect, counters and the writer of their write phases. */
   private readonly unitOfWork: UnitOfWorkRuntime;
   private schemaChecked: Promise<void> | undefined;
@@ -67,7 +70,14 @@ export class SagaRuntime {
     this.dialect = this.context.dialect;
     this.options = resolveRuntimeOptions(options, this.dialect.groupsAtOnce);
     const writer = new UnitWriter(this.context, this.options.groupCommit);
-    this.unitOfWork = { options: this.options, db: this.context, dialect: this.dialect, metrics: this.metrics, writer };
+    this.unitOfWork = {
+      options: this.options,
+      db: this.context,
+      dialect: this.dialect,
+      metrics: this.metrics,
+      writer,
+      rowsDue: this.rowsDue,
+    };
     this.sagas = registerSagas(this.options);
   }
 

@@ -542,7 +542,8 @@ for (const dialect of DIALECTS) {
         'stop() resolves after stopTimeoutMs when the database stops answering mid-pass',
         async () => {
           const { clock } = await fresh();
-          const claimSent = deferred();
+          // Renewed once the database is silenced: the claim it must answer.
+          let claimSent = deferred();
           const onQuery = (sql: string) => {
             // The timer claim (on PostgreSQL sent after the planner settings it runs under: claimCounter's test).
             if (/update [`"]saga_timer[`"] set [`"]token[`"] =/.test(sql)) claimSent.resolve();
@@ -574,6 +575,7 @@ for (const dialect of DIALECTS) {
           dispatcher.start();
           await idle;
           const lift = await silence();
+          claimSent = deferred();
 
           clock.advance(1_000);
           await claimSent.promise;

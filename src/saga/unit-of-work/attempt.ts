@@ -8,6 +8,7 @@ import { findHandledMessage } from '../../sql/handled-message-statements.js';
 import type { SagaMetrics } from '../../telemetry/saga-metrics.js';
 import { HANDLE_OUTCOMES, type HandleResult } from '../handle-result.js';
 import { type RegisteredSaga, readStep } from '../registered-saga.js';
+import type { RowsDue } from '../rows-due.js';
 import type { ResolvedSagaRuntimeOptions } from '../runtime-options.js';
 import type { SagaMessage } from '../saga-message.js';
 import { classifyFailure, type FailureContext } from './classify-failure.js';
@@ -29,6 +30,7 @@ export interface UnitOfWorkRuntime {
   readonly dialect: DialectAdapter;
   readonly metrics: SagaMetrics;
   readonly writer: UnitWriter;
+  readonly rowsDue: RowsDue;
 }
 
 /** One message for one saga instance, as the retry loop hands it to each attempt. */
@@ -187,6 +189,7 @@ async function write(
     const { version, step } = instance.before;
     return { ...base, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.STALE, sagaId: state.id, version, step };
   }
+  runtime.rowsDue.committed(plan, current.now);
   // Counted here, where it is known that this unit of work completed the saga (a late message handled on a
   // completed saga changes it too, and must not count it again).
   if (run.completed && !instance.before.completed) runtime.metrics.add('completed', definition.name);

@@ -1,0 +1,31 @@
+import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-tables.js';
+import type { UnitOfWorkPlan } from './unit-of-work/unit-of-work-plan.js';
+
+/** Hears that a committed unit of work wrote rows of `table` due at once. */
+export type RowsDueListener = (table: DispatchTable) => void;
+
+/**
+ * Tells the dispatchers running in this process on the same runtime that a unit of work committed rows due at
+ * once (an outbox message, a timer due now), so an idle loop claims them now rather than at its next poll.
+ * Dispatchers in other processes still find them by polling.
+ */
+export class RowsDue {
+  private readonly listeners = new Set<RowsDueListener>();
+
+  /** Subscribes; returns the unsubscribe function. */
+  on(listener: RowsDueListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Called once a unit's write of `plan` committed at `now`. */
+  committed(plan: UnitOfWorkPlan, now: Date): void {
+    if (this.listeners.size === 0) return;
+    if (plan.outbox.length > 0) this.notify(DISPATCH_TABLES.outbox);
+    if (plan.timers.some((timer) => timer.dueAt.getTime() <= now.getTime())) this.notify(DISPATCH_TABLES.timer);
+  }
+
+  private notify(table: DispatchTable): void {
+    for (const listener of this.listeners) listener(table);
+  }
+}
