@@ -1,4 +1,5 @@
 import type { DispatchPassResult, TimerDelivery } from '../contracts.js';
+import { SAGA_ERROR_CODES, SagaConcurrencyError } from '../errors.js';
 import type { SagaPreload } from '../saga/unit-of-work/saga-preload.js';
 import { missTimersOverdueBefore, missTimersSupersededInBacklog } from '../sql/catch-up-statements.js';
 import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
@@ -73,7 +74,14 @@ export class TimerFiring {
         metrics.add('timersFired', timer.sagaType);
       }
     } catch (error) {
-      await outcomes.deliveryFailed(DISPATCH_TABLES.timer, row, error, what, counts);
+      if (error instanceof SagaConcurrencyError && error.code === SAGA_ERROR_CODES.CONCURRENCY_CONFLICT) {
+        // Conflicts on a busy saga (lock waits included), not a failed delivery: uncharged, backed off.
+        counts.contended++;
+        metrics.add('timersContended', timer.sagaType);
+        await outcomes.contended(DISPATCH_TABLES.timer, row, error, what);
+      } else {
+        await outcomes.deliveryFailed(DISPATCH_TABLES.timer, row, error, what, counts);
+      }
     }
   }
 }
