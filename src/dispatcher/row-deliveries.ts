@@ -39,8 +39,7 @@ export class RowDeliveries {
     const { context, options } = parts;
     const { clock } = options;
     this.deadlines = new DeliveryDeadlines(clock, options.deliveryTimeoutMs);
-    const starts = (table: DispatchTable) =>
-      new CoalescedWrite((claims) => markDeliveriesStarted(context, table, claims, clock.now()));
+    const starts = (table: DispatchTable) => new CoalescedWrite((claims) => markDeliveriesStarted(context, table, claims, clock.now()));
     this.starts = { saga_timer: starts(DISPATCH_TABLES.timer), saga_outbox: starts(DISPATCH_TABLES.outbox) };
   }
 

@@ -50,7 +50,9 @@ export class RowOutcomes {
   async contended(table: DispatchTable, row: HeldRow, error: unknown, what: string): Promise<void> {
     const { clock, backoff, logger } = this.options;
     const retryAt = new Date(clock.now().getTime() + retryDelayMs(1, backoff));
-    logger.warn(`${what}: its saga stayed busy (concurrency conflicts); not counted as an attempt, retrying at ${retryAt.toISOString()}: ${describe(error)}`);
+    logger.warn(
+      `${what}: its saga stayed busy (concurrency conflicts); not counted as an attempt, retrying at ${retryAt.toISOString()}: ${describe(error)}`,
+    );
     await this.pending.writeOrKeep(table, row, () => giveBackUntil(this.context, table, row, retryAt));
   }
 

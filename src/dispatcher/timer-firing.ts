@@ -7,6 +7,7 @@ import { claimDueTimers } from './claim-due-rows.js';
 import type { DispatchParts } from './dispatch-parts.js';
 import { CATCH_UP_POLICIES } from './dispatcher-options.js';
 import type { HeldRow, Mutable } from './held-row.js';
+import { isInfrastructureFault } from './infrastructure-fault.js';
 
 /** The timer counters of the pass being run. */
 type TimerCounts = Mutable<DispatchPassResult['timers']>;
@@ -74,8 +75,8 @@ export class TimerFiring {
         metrics.add('timersFired', timer.sagaType);
       }
     } catch (error) {
-      if (error instanceof SagaConcurrencyError && error.code === SAGA_ERROR_CODES.CONCURRENCY_CONFLICT) {
-        // Conflicts on a busy saga (lock waits included), not a failed delivery: uncharged, backed off.
+      if (isVersionContention(error)) {
+        // Version conflicts on a busy saga, not a failed delivery: uncharged, backed off.
         counts.contended++;
         metrics.add('timersContended', timer.sagaType);
         await outcomes.contended(DISPATCH_TABLES.timer, row, error, what);
@@ -84,4 +85,12 @@ export class TimerFiring {
       }
     }
   }
+}
+
+/**
+ * Whether a delivery ended because its unit of work met version conflicts past the runtime's retries. Conflicts whose
+ * last was a lock wait or a deadlock are database faults (interrupted, given back at once), as before the retries.
+ */
+function isVersionContention(error: unknown): boolean {
+  return error instanceof SagaConcurrencyError && error.code === SAGA_ERROR_CODES.CONCURRENCY_CONFLICT && !isInfrastructureFault(error);
 }

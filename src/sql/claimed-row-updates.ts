@@ -38,7 +38,10 @@ export async function updateClaimedRows(
 ): Promise<string[]> {
   const updated: string[] = [];
   for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
-    const rows = await queryRows<{ id: string }>(db.autocommit, claimedRowsUpdate(db, table, claims.slice(i, i + CLAIMS_PER_STATEMENT), write, skipLocked));
+    const rows = await queryRows<{ id: string }>(
+      db.autocommit,
+      claimedRowsUpdate(db, table, claims.slice(i, i + CLAIMS_PER_STATEMENT), write, skipLocked),
+    );
     for (const row of rows) updated.push(String(row.id));
   }
   return updated;

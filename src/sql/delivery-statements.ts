@@ -45,7 +45,12 @@ export async function markDeliveryStartedWaiting(db: DatabaseContext, table: Dis
  * that transaction ended.
  * @returns the ids whose lease was extended, and those busy (not extended this time); a claim missing from both is lost.
  */
-export function renewLeases(db: DatabaseContext, table: DispatchTable, claims: readonly Claim[], leaseUntil: Date): Promise<ClaimedRowsAnswer> {
+export function renewLeases(
+  db: DatabaseContext,
+  table: DispatchTable,
+  claims: readonly Claim[],
+  leaseUntil: Date,
+): Promise<ClaimedRowsAnswer> {
   const { column: c } = dispatchTableNames(db, table);
   const renew = { set: `${c.lockedUntil} = ?`, params: [leaseUntil], condition: ` and ${c.lockedUntil} is not null` };
   return updateClaimedRowsNotWaiting(db, table, claims, renew);

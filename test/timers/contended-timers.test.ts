@@ -3,7 +3,7 @@
 // (`contended`, saga.timeout.contended). Real parallel units of work: two dispatchers on two runtimes fire timers of
 // one saga at once; the first round's steps meet at a gate, so both read the same version. Both databases.
 import { describe, expect, it } from 'vitest';
-import { defineSaga, type DispatchPassResult, SagaDispatcher, SagaRuntime } from '../../src/index.js';
+import { type DispatchPassResult, defineSaga, SagaDispatcher, SagaRuntime } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { ScriptedSaga } from '../fixtures/scripted-saga.js';
 import { DIALECTS } from '../support/databases.js';
@@ -65,7 +65,9 @@ for (const dialect of DIALECTS) {
         clock.advance(300_000); // past the longest retry delay
       }
       const rows = await rowsOf(db().orm).timers();
-      expect(rows.map((row) => [row.outcome, row.attempts, row.lastError])).toEqual(Array.from({ length: timers }, () => ['fired', 0, null]));
+      expect(rows.map((row) => [row.outcome, row.attempts, row.lastError])).toEqual(
+        Array.from({ length: timers }, () => ['fired', 0, null]),
+      );
       const contended = passes.reduce((sum, pass) => sum + pass.timers.contended, 0);
       expect(contended).toBeGreaterThanOrEqual(1); // the first round: one of the two units conflicted
       expect(passes.reduce((sum, pass) => sum + pass.timers.failed + pass.timers.deadLettered, 0)).toBe(0);

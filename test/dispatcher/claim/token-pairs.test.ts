@@ -41,7 +41,9 @@ for (const dialect of DIALECTS) {
       expect(await leaseOf(), 'neither row was written under the other row’s token').toEqual(before);
 
       const own = [a!, b!].map(({ id, token }) => ({ id, token }));
-      expect([...(await markDeliveriesStarted(runtime.context, DISPATCH_TABLES.timer, own, clock.now())).written].sort()).toEqual([a!.id, b!.id].sort());
+      expect([...(await markDeliveriesStarted(runtime.context, DISPATCH_TABLES.timer, own, clock.now())).written].sort()).toEqual(
+        [a!.id, b!.id].sort(),
+      );
     });
   });
 }

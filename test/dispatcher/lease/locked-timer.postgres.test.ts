@@ -75,7 +75,8 @@ describe('a claimed timer row another transaction holds locked (postgresql)', ()
     for (let i = 0; i < 3; i++) {
       await runtime.handle(saga, { type: 'Start', key: uniqueKey('h'), timers: [{ name: 'h', after: 1_500, hold: 'second' }] });
     }
-    for (let i = 0; i < others; i++) await runtime.handle(saga, { type: 'Start', key: uniqueKey('o'), timers: [{ name: 'o', after: 3_000 }] });
+    for (let i = 0; i < others; i++)
+      await runtime.handle(saga, { type: 'Start', key: uniqueKey('o'), timers: [{ name: 'o', after: 3_000 }] });
     const rows = rowsOf(db().orm);
     const t = (await rows.pendingTimers()).find((timer) => timer.name === 't')!;
     clock.advance(10_000);
