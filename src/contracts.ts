@@ -42,6 +42,11 @@ export interface DispatchPassResult {
     readonly stale: number;
     /** Discarded by the catch-up policy, stamped `missed`. */
     readonly missed: number;
+    /**
+     * Given back uncharged, backed off: the delivery's unit of work met concurrency conflicts on its saga past the
+     * runtime's `concurrency.maxAttempts` (a busy saga, not a failed delivery).
+     */
+    readonly contended: number;
   };
   readonly outbox: DeliveryCounts & {
     /** Handed to the publisher, which resolved. */

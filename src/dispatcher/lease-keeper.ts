@@ -31,7 +31,8 @@ export interface LeaseKeeperOptions {
 /**
  * Keeps the leases of the rows a dispatcher holds (claimed and not finished: waiting for a slot or being
  * delivered) from running out: every `leaseMs / 3` of the clock it extends them to `now + leaseMs`, in one
- * statement per table. A claim the renewal no longer finds was taken over (its lease ran out while the
+ * statement per table. Each table's renewals run on their own, so a slow renewal of one table never delays the
+ * other's. A row another transaction holds locked is not waited for: it stays held, reported busy. A claim the renewal no longer finds was taken over (its lease ran out while the
  * database could not be reached) and is reported lost, so its row is not delivered or published again.
  */
 export class LeaseKeeper {
@@ -39,7 +40,7 @@ export class LeaseKeeper {
   // and ending one must not end the renewal of the other.
   private readonly held: Record<DispatchTable, Map<string, Claim>> = { saga_timer: new Map(), saga_outbox: new Map() };
   private readonly lost: Record<DispatchTable, Set<string>> = { saga_timer: new Set(), saga_outbox: new Set() };
-  private stopper: AbortController | undefined;
+  private readonly stoppers: Record<DispatchTable, AbortController | undefined> = { saga_timer: undefined, saga_outbox: undefined };
 
   constructor(
     private readonly db: DatabaseContext,
@@ -50,10 +51,10 @@ export class LeaseKeeper {
   hold(table: DispatchTable, claims: readonly Claim[]): void {
     const held = this.held[table];
     for (const claim of claims) held.set(claim.token, { id: claim.id, token: claim.token });
-    if (claims.length > 0 && !this.stopper) {
+    if (claims.length > 0 && !this.stoppers[table]) {
       const stopper = new AbortController();
-      this.stopper = stopper;
-      void this.run(stopper.signal);
+      this.stoppers[table] = stopper;
+      void this.run(table, stopper.signal);
     }
   }
 
@@ -61,7 +62,7 @@ export class LeaseKeeper {
   let(table: DispatchTable, claim: Claim): void {
     this.held[table].delete(claim.token);
     this.lost[table].delete(claim.token);
-    if (this.held.saga_timer.size + this.held.saga_outbox.size === 0) this.stop();
+    if (this.held[table].size === 0) this.stopTable(table);
   }
 
   /** Whether a renewal found the row taken over since it was claimed. */
@@ -76,23 +77,24 @@ export class LeaseKeeper {
 
   /** Ends the renewals (the leases then run out by themselves). */
   stop(): void {
-    this.stopper?.abort(ENDED);
-    this.stopper = undefined;
+    for (const table of Object.values(DISPATCH_TABLES)) this.stopTable(table);
   }
 
-  private async run(signal: AbortSignal): Promise<void> {
+  private stopTable(table: DispatchTable): void {
+    this.stoppers[table]?.abort(ENDED);
+    this.stoppers[table] = undefined;
+  }
+
+  /** Renews the leases held in `table` until `signal` aborts. */
+  private async run(table: DispatchTable, signal: AbortSignal): Promise<void> {
     const { clock, leaseMs } = this.options;
     while (!signal.aborted) {
       await clock.sleep(leaseMs / 3, signal);
       if (signal.aborted) return;
-      const renewals: LeaseRenewal[] = [];
-      for (const table of Object.values(DISPATCH_TABLES)) {
-        const renewal = await this.renew(table);
-        if (renewal) renewals.push(renewal);
-      }
-      // Reported together, right before the next sleep starts: a listener that moves a fake clock on
-      // hearing of a renewal wakes the next one.
-      for (const renewal of renewals) this.options.onRenewed(renewal);
+      const renewal = await this.renew(table);
+      // Reported right before the next sleep starts: a listener that moves a fake clock on hearing of a renewal
+      // wakes the next one.
+      if (renewal) this.options.onRenewed(renewal);
     }
   }
 

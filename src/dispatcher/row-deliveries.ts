@@ -1,7 +1,7 @@
 import { runWithCorrelationId } from '../correlation/correlation-context.js';
 import type { ClaimGuard } from '../sql/claim-statements.js';
 import type { DatabaseContext } from '../sql/database-context.js';
-import { markDeliveriesStarted } from '../sql/delivery-statements.js';
+import { markDeliveriesStarted, markDeliveryStartedWaiting } from '../sql/delivery-statements.js';
 import { DISPATCH_TABLES, type DispatchTable, diedWithItsDispatcher } from '../sql/dispatch-tables.js';
 import { CoalescedWrite } from './coalesced-write.js';
 import { DeliveryDeadlines } from './delivery-deadlines.js';
@@ -39,8 +39,7 @@ export class RowDeliveries {
     const { context, options } = parts;
     const { clock } = options;
     this.deadlines = new DeliveryDeadlines(clock, options.deliveryTimeoutMs);
-    const starts = (table: DispatchTable) =>
-      new CoalescedWrite(async (claims) => ({ written: await markDeliveriesStarted(context, table, claims, clock.now()) }));
+    const starts = (table: DispatchTable) => new CoalescedWrite((claims) => markDeliveriesStarted(context, table, claims, clock.now()));
     this.starts = { saga_timer: starts(DISPATCH_TABLES.timer), saga_outbox: starts(DISPATCH_TABLES.outbox) };
   }
 
@@ -99,7 +98,9 @@ export class RowDeliveries {
 
   /**
    * Decides whether a held row's delivery starts, and records its start (its own statement, before the step
-   * or publisher runs, so a process that dies from here on is charged for it). Not started: a row taken over
+   * or publisher runs, so a process that dies from here on is charged for it). A row another transaction holds locked
+   * is marked by a statement of its own that waits for it: it holds this row's delivery slot and its saga's later
+   * rows, never the start marks of other rows. Not started: a row taken over
    * meanwhile (lost), one whose attempts ran out on lost leases (dead-lettered without a delivery), or one
    * the database could not mark (interrupted, not charged).
    */
@@ -115,7 +116,9 @@ export class RowDeliveries {
       return false;
     }
     try {
-      if ((await this.starts[table].submit(row)) === 'written') return true;
+      const outcome = await this.starts[table].submit(row);
+      if (outcome === 'written') return true;
+      if (outcome === 'busy' && (await markDeliveryStartedWaiting(this.parts.context, table, row, options.clock.now()))) return true;
       counts.lost++;
     } catch (error) {
       await outcomes.interrupted(table, row, error, what, counts);

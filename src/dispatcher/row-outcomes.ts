@@ -1,5 +1,5 @@
 import type { DatabaseContext } from '../sql/database-context.js';
-import { deadLetter, recordFailure, releaseClaim } from '../sql/delivery-statements.js';
+import { deadLetter, giveBackUntil, recordFailure, releaseClaim } from '../sql/delivery-statements.js';
 import { type Claim, type DispatchTable, ERROR_TEXT_LIMIT } from '../sql/dispatch-tables.js';
 import type { SagaCounterName, SagaMetrics } from '../telemetry/saga-metrics.js';
 import { storableText } from '../text/storable-text.js';
@@ -40,6 +40,20 @@ export class RowOutcomes {
     counts.interrupted++;
     this.options.logger.warn(`${what}: the database failed under its delivery; not counted as an attempt: ${describe(error)}`);
     await this.giveBack(table, row);
+  }
+
+  /**
+   * The delivery's unit of work met concurrency conflicts past the runtime's retries: not a failed delivery (its saga
+   * is busy). Gives the row back uncharged, due again after the first retry delay (`backoff.baseMs`, jittered), so a
+   * hot saga's timers do not spin.
+   */
+  async contended(table: DispatchTable, row: HeldRow, error: unknown, what: string): Promise<void> {
+    const { clock, backoff, logger } = this.options;
+    const retryAt = new Date(clock.now().getTime() + retryDelayMs(1, backoff));
+    logger.warn(
+      `${what}: its saga stayed busy (concurrency conflicts); not counted as an attempt, retrying at ${retryAt.toISOString()}: ${describe(error)}`,
+    );
+    await this.pending.writeOrKeep(table, row, () => giveBackUntil(this.context, table, row, retryAt));
   }
 
   /** Releases a claim; when the database cannot be reached, remembers it for the next pass. */

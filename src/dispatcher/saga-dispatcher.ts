@@ -344,7 +344,7 @@ export class SagaDispatcher implements AsyncDisposable {
   ): Promise<DispatchPassResult> {
     const now = this.options.clock.now();
     const result: Mutable<DispatchPassResult> = {
-      timers: { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, released: 0, interrupted: 0, lost: 0 },
+      timers: { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, contended: 0, released: 0, interrupted: 0, lost: 0 },
       outbox: { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0, interrupted: 0, lost: 0 },
     };
     try {

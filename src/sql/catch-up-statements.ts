@@ -54,8 +54,13 @@ export function missTimersSupersededInBacklog(db: DatabaseContext, backlogBefore
   });
 }
 
-/** `condition` on the timers, or on PostgreSQL: the timers matching it, locked in saga order first (see `lockedInSagaOrder`). */
+/**
+ * `condition` on the timers, or on PostgreSQL: the timers matching it, locked in saga order first (see
+ * `lockedInSagaOrder`), skipping a timer another transaction holds locked: waiting for it would hold the pass, and the
+ * other timers the statement locked, until that transaction ended. A skipped timer stays pending: the claim skips it
+ * too while it is locked, and the next pass's catch-up takes it.
+ */
 function inSagaOrder(db: DatabaseContext, condition: string): string {
   const { table, column: c } = db.tables.timer;
-  return db.dialect.supportsSkipLocked ? `${c.id} in (${lockedInSagaOrder(c, table, condition)})` : condition;
+  return db.dialect.supportsSkipLocked ? `${c.id} in (${lockedInSagaOrder(c, table, condition, true)})` : condition;
 }

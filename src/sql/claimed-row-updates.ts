@@ -1,9 +1,18 @@
+import { classifyDriverError } from '../orm/index.js';
 import type { DatabaseContext } from './database-context.js';
 import { type Claim, type DispatchTable, dispatchTableNames, lockedInSagaOrder } from './dispatch-tables.js';
-import { placeholders, queryRows } from './sql-executor.js';
+import { placeholders, queryRows, type SqlStatement } from './sql-executor.js';
 
 /** Most claims one statement over several claims carries (two parameters each). */
 const CLAIMS_PER_STATEMENT = 500;
+
+/**
+ * How long a write that skipped a locked row waits for it when it tries that row again, alone (PostgreSQL
+ * `lock_timeout`, ms). The dispatcher's own statements on a claimed row (a start mark, a renewal, a stamp, the runtime's
+ * group commit stamping a timer fired) hold its lock for milliseconds; a lock held longer is another transaction's.
+ * The runtime's group commit gives up on a row with the same bound (`groupCommit.lockTimeoutMs`' default).
+ */
+export const OWN_LOCK_WAIT_MS = 250;
 
 /** What an update of claimed rows writes: its SET list and parameters, and a condition added to its WHERE. */
 export interface ClaimedRowsWrite {
@@ -27,26 +36,40 @@ export async function updateClaimedRows(
   write: ClaimedRowsWrite,
   skipLocked = false,
 ): Promise<string[]> {
-  const { table: name, column: c } = dispatchTableNames(db, table);
   const updated: string[] = [];
   for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
-    const held = heldCondition(db, table, claims.slice(i, i + CLAIMS_PER_STATEMENT));
-    // The UPDATE checks the pending condition on the row it locked, in a form the claim index's predicate does not
-    // match (DialectAdapter.pendingById): with `dispatched_at is null`, on statistics that said few rows were
-    // pending, PostgreSQL read every pending row's entry of that index and, for each, the locking subquery's rows
-    // again (a nested-loop semi join: 100 ids stamped among 2,000 pending rows in 30-50 ms instead of 2).
-    // The UPDATE finds the rows the subquery locked by primary key too (`= any(array(...))`): `in (...)` let the
-    // planner hash them against a read of the whole table.
-    const pending = `${db.dialect.pendingById(c.dispatchedAt)}${write.condition ?? ''}`;
-    const rows = await queryRows<{ id: string }>(db.autocommit, {
-      sql: `update ${name} set ${write.set}
-       where ${db.dialect.supportsSkipLocked ? `${c.id} = any(array(${lockedInSagaOrder(c, name, held.condition, skipLocked)}))` : held.condition} and ${pending}
-       returning ${c.id} as "id"`,
-      params: [...write.params, ...held.params],
-    });
+    const rows = await queryRows<{ id: string }>(
+      db.autocommit,
+      claimedRowsUpdate(db, table, claims.slice(i, i + CLAIMS_PER_STATEMENT), write, skipLocked),
+    );
     for (const row of rows) updated.push(String(row.id));
   }
   return updated;
+}
+
+/** The UPDATE of {@link updateClaimedRows} for one chunk of at most {@link CLAIMS_PER_STATEMENT} claims. */
+function claimedRowsUpdate(
+  db: DatabaseContext,
+  table: DispatchTable,
+  chunk: readonly Claim[],
+  write: ClaimedRowsWrite,
+  skipLocked: boolean,
+): SqlStatement {
+  const { table: name, column: c } = dispatchTableNames(db, table);
+  const held = heldCondition(db, table, chunk);
+  // The UPDATE checks the pending condition on the row it locked, in a form the claim index's predicate does not
+  // match (DialectAdapter.pendingById): with `dispatched_at is null`, on statistics that said few rows were
+  // pending, PostgreSQL read every pending row's entry of that index and, for each, the locking subquery's rows
+  // again (a nested-loop semi join: 100 ids stamped among 2,000 pending rows in 30-50 ms instead of 2).
+  // The UPDATE finds the rows the subquery locked by primary key too (`= any(array(...))`): `in (...)` let the
+  // planner hash them against a read of the whole table.
+  const pending = `${db.dialect.pendingById(c.dispatchedAt)}${write.condition ?? ''}`;
+  return {
+    sql: `update ${name} set ${write.set}
+       where ${db.dialect.supportsSkipLocked ? `${c.id} = any(array(${lockedInSagaOrder(c, name, held.condition, skipLocked)}))` : held.condition} and ${pending}
+       returning ${c.id} as "id"`,
+    params: [...write.params, ...held.params],
+  };
 }
 
 /**
@@ -99,10 +122,11 @@ export interface ClaimedRowsAnswer {
 
 /**
  * {@link updateClaimedRows} without waiting for a row another transaction holds locked (PostgreSQL: `skip locked`):
- * such a row is reported busy (a second statement, only when a row was not written, reads which of them are still
- * pending under their tokens). A claimed row's lock is held by its own claimer only while the claimer writes it, for
- * milliseconds; a lock held longer is somebody else's (an operator's open transaction), and waiting for it would hold
- * up the dispatcher. SQLite has no row locks: never busy.
+ * such a row is reported busy. When a row was not written, a second statement reads which of the missing rows are
+ * still pending under their tokens: those were locked. Each of them is tried once more, alone, waiting at most
+ * {@link OWN_LOCK_WAIT_MS} for its lock: a lock the dispatcher's own statements held (a renewal and a stamp running
+ * together) ends within it, and the row is written; a row still locked then is another transaction's (an operator's
+ * open transaction), and waiting for it would hold up the dispatcher. SQLite has no row locks: never busy.
  * @returns the ids written and those busy; a claim missing from both was lost (taken over, or not pending).
  */
 export async function updateClaimedRowsNotWaiting(
@@ -117,14 +141,37 @@ export async function updateClaimedRowsNotWaiting(
   const { table: name, column: c } = dispatchTableNames(db, table);
   const done = new Set(written);
   const missing = claims.filter((claim) => !done.has(claim.id));
-  const busy: string[] = [];
+  const locked = new Set<string>();
   for (let i = 0; i < missing.length; i += CLAIMS_PER_STATEMENT) {
     const held = heldCondition(db, table, missing.slice(i, i + CLAIMS_PER_STATEMENT));
     const still = await queryRows<{ id: string }>(db.autocommit, {
       sql: `select ${c.id} as "id" from ${name} where ${held.condition} and ${db.dialect.pendingById(c.dispatchedAt)}${write.condition ?? ''}`,
       params: held.params,
     });
-    busy.push(...still.map((row) => String(row.id)));
+    for (const row of still) locked.add(String(row.id));
+  }
+  const busy: string[] = [];
+  for (const claim of missing.filter((m) => locked.has(m.id))) {
+    const outcome = await writeAloneWaitingBriefly(db, table, claim, write);
+    if (outcome === 'written') written.push(claim.id);
+    else if (outcome === 'busy') busy.push(claim.id);
   }
   return { written, busy };
+}
+
+/** Writes one claimed row, waiting at most {@link OWN_LOCK_WAIT_MS} for its lock (PostgreSQL). */
+async function writeAloneWaitingBriefly(
+  db: DatabaseContext,
+  table: DispatchTable,
+  claim: Claim,
+  write: ClaimedRowsWrite,
+): Promise<'written' | 'busy' | 'lost'> {
+  const { sql, params } = claimedRowsUpdate(db, table, [claim], write, false);
+  try {
+    const rows = await db.transactions.queryRowsUnder(db.autocommit, [`set local lock_timeout = ${OWN_LOCK_WAIT_MS}`], sql, params);
+    return rows.length > 0 ? 'written' : 'lost';
+  } catch (error) {
+    if (classifyDriverError(error) === 'lock wait') return 'busy';
+    throw error;
+  }
 }

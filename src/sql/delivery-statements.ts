@@ -10,26 +10,42 @@ import { runStatement, type SqlStatement } from './sql-executor.js';
 
 /**
  * Records that the deliveries under `claims` start now, in one statement before their steps or publishers
- * run (the dispatcher gathers the deliveries starting together): from here on a lost lease is their fault. Waits for
- * a row another transaction holds locked: a row of a saga's lane let go here would let the saga's later messages of
- * the pass go out before it, where the messages of one saga go out in order within a pass.
- * @returns the ids marked; a claim missing from it was lost (another dispatcher took the row, or it left
- * the pending set).
+ * run (the dispatcher gathers the deliveries starting together): from here on a lost lease is their fault. Does not
+ * wait for a row another transaction holds locked (`updateClaimedRowsNotWaiting`): a statement that waited would hold
+ * every other row it carries, and the start marks queued behind it, until that transaction ended. Such a row is
+ * reported busy; the dispatcher then waits for it alone ({@link markDeliveryStartedWaiting}).
+ * @returns the ids marked and those busy; a claim missing from both was lost (another dispatcher took the row, or it
+ * left the pending set).
  */
-export function markDeliveriesStarted(db: DatabaseContext, table: DispatchTable, claims: readonly Claim[], now: Date): Promise<string[]> {
+export function markDeliveriesStarted(
+  db: DatabaseContext,
+  table: DispatchTable,
+  claims: readonly Claim[],
+  now: Date,
+): Promise<ClaimedRowsAnswer> {
   const { column: c } = dispatchTableNames(db, table);
-  return updateClaimedRows(db, table, claims, { set: `${c.deliveryStartedAt} = ?`, params: [now] });
+  return updateClaimedRowsNotWaiting(db, table, claims, { set: `${c.deliveryStartedAt} = ?`, params: [now] });
 }
 
 /**
- * Extends the leases of `claims` to `leaseUntil`, for rows still held under those tokens. Outbox rows: does not wait
- * for a row another transaction holds locked (`updateClaimedRowsNotWaiting`): the library's units never lock an
- * outbox row once they inserted it, so a lock on one is somebody else's, and a renewal that waited for it would hold
- * up the renewal of every other held row. Timer rows: waits, as a group commit holds the timer rows its units stamp or
- * delete until its COMMIT, for milliseconds (in saga order, as this statement takes them).
+ * Records that the delivery under `claim` starts now, waiting for the row's lock as long as the connection allows:
+ * for a row another transaction holds locked when its delivery is next in its saga's lane. The saga's later rows wait
+ * behind it, so the messages of one saga go out in order within a pass; no other row waits for it.
+ * @returns whether the row was marked (false: the claim was lost).
+ */
+export async function markDeliveryStartedWaiting(db: DatabaseContext, table: DispatchTable, claim: Claim, now: Date): Promise<boolean> {
+  const { column: c } = dispatchTableNames(db, table);
+  return (await updateClaimedRows(db, table, [claim], { set: `${c.deliveryStartedAt} = ?`, params: [now] })).length > 0;
+}
+
+/**
+ * Extends the leases of `claims` to `leaseUntil`, for rows still held under those tokens, without waiting for a row
+ * another transaction holds locked (`updateClaimedRowsNotWaiting`), on either table: a renewal that waited for one row
+ * would keep the locks it took on the others (their start marks and stamps then wait too) and renew nothing until
+ * that transaction ended.
  * @returns the ids whose lease was extended, and those busy (not extended this time); a claim missing from both is lost.
  */
-export async function renewLeases(
+export function renewLeases(
   db: DatabaseContext,
   table: DispatchTable,
   claims: readonly Claim[],
@@ -37,8 +53,7 @@ export async function renewLeases(
 ): Promise<ClaimedRowsAnswer> {
   const { column: c } = dispatchTableNames(db, table);
   const renew = { set: `${c.lockedUntil} = ?`, params: [leaseUntil], condition: ` and ${c.lockedUntil} is not null` };
-  if (table === DISPATCH_TABLES.outbox) return updateClaimedRowsNotWaiting(db, table, claims, renew);
-  return { written: await updateClaimedRows(db, table, claims, renew), busy: [] };
+  return updateClaimedRowsNotWaiting(db, table, claims, renew);
 }
 
 /**
@@ -73,6 +88,16 @@ function updateClaimedRow(db: DatabaseContext, table: DispatchTable, claim: Clai
 export function releaseClaim(db: DatabaseContext, table: DispatchTable, claim: Claim): Promise<number> {
   const { column: c } = dispatchTableNames(db, table);
   return runStatement(db.autocommit, updateClaimedRow(db, table, claim, `${c.lockedUntil} = null, ${c.deliveryStartedAt} = null`, []));
+}
+
+/**
+ * Gives a claimed row back uncharged, due again at `retryAt`, and forgets its delivery start: for a timer whose unit
+ * of work met concurrency conflicts past the runtime's retries (its saga is busy; the delivery did not fail).
+ */
+export function giveBackUntil(db: DatabaseContext, table: DispatchTable, claim: Claim, retryAt: Date): Promise<number> {
+  const { column: c } = dispatchTableNames(db, table);
+  const set = `${c.availableAt} = ?, ${c.lockedUntil} = null, ${c.deliveryStartedAt} = null`;
+  return runStatement(db.autocommit, updateClaimedRow(db, table, claim, set, [retryAt]));
 }
 
 /** A failed delivery to record. */

@@ -23,6 +23,7 @@ export const SAGA_COUNTERS = {
   timersDiscarded: 'saga.timeout.discarded',
   timersMissed: 'saga.timeout.missed',
   timersFailed: 'saga.timeout.failed',
+  timersContended: 'saga.timeout.contended',
   timersDeadLettered: 'saga.timeout.dead_lettered',
   messagesSent: 'saga.outbox.sent',
   messagesPublished: 'saga.outbox.published',

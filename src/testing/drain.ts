@@ -42,7 +42,18 @@ export async function drainDueTimers(dispatcher: SagaDispatcher, options: DrainO
   const due = () => countDueRows(dispatcher.context, DISPATCH_TABLES.timer, clock.now());
   const dueBefore = await due();
   const maxPasses = options.maxPasses ?? 1_000 + Math.ceil(dueBefore / batchSize);
-  const timers = { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, released: 0, interrupted: 0, lost: 0 };
+  const timers = {
+    claimed: 0,
+    fired: 0,
+    stale: 0,
+    failed: 0,
+    deadLettered: 0,
+    missed: 0,
+    contended: 0,
+    released: 0,
+    interrupted: 0,
+    lost: 0,
+  };
   const outbox = { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0, interrupted: 0, lost: 0 };
   for (let passes = 1; ; passes++) {
     const pass = await dispatcher.runOnce();

@@ -248,7 +248,7 @@ for (const dialect of DIALECTS) {
         for (let crash = 0; crash < 3; crash++) {
           const lease = new Date(clock.now().getTime() + 30_000);
           const [claim] = await claimTimers(runtime, clock.now(), lease);
-          expect(await markDeliveriesStarted(runtime.context, DISPATCH_TABLES.timer, [claim!], clock.now())).toEqual([claim!.id]);
+          expect((await markDeliveriesStarted(runtime.context, DISPATCH_TABLES.timer, [claim!], clock.now())).written).toEqual([claim!.id]);
           clock.advance(30_000);
         }
         const [taken] = await rows.pendingTimers(sagaId);
@@ -267,7 +267,7 @@ for (const dialect of DIALECTS) {
         await quiet(dispatcher);
         const { key, sagaId } = await start(runtime, [{ op: 'schedule', name: 'slow', after: 0, message: tick('slow', [{ op: 'inc' }]) }]);
         const [claim] = await claimTimers(runtime, clock.now(), new Date(clock.now().getTime() + 30_000));
-        expect(await markDeliveriesStarted(runtime.context, DISPATCH_TABLES.timer, [claim!], clock.now())).toEqual([claim!.id]);
+        expect((await markDeliveriesStarted(runtime.context, DISPATCH_TABLES.timer, [claim!], clock.now())).written).toEqual([claim!.id]);
 
         clock.advance(31_000);
         expect((await dispatcher.runOnce()).timers).toMatchObject({ claimed: 0 });

@@ -224,7 +224,7 @@ describe('statements that find dispatch rows by id (postgresql)', () => {
       expect(rows).toHaveLength(250);
       const claims: Claim[] = rows.map((row) => ({ id: String(row.id), token: String(row.token) }));
       const writes: Record<string, () => Promise<unknown>> = {
-        'start marks': () => markDeliveriesStarted(context, table, claims.slice(0, 100), now),
+        'start marks': async () => (await markDeliveriesStarted(context, table, claims.slice(0, 100), now)).written,
         'lease renewals': async () => (await renewLeases(context, table, claims.slice(0, 100), leaseUntil)).written,
         release: () => releaseClaim(context, table, claims[100]!),
         failure: () => recordFailure(context, table, { claim: claims[101]!, error: 'Error: boom', retryAt: leaseUntil }),

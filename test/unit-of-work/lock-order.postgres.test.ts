@@ -45,7 +45,7 @@ function dispatcherStatement(orm: MikroORM, claims: readonly Claim[], statement:
   const sent =
     statement === 'renewal'
       ? renewLeases(context, 'saga_timer', claims, new Date(Date.now() + 900_000)).then((answer) => answer.written)
-      : markDeliveriesStarted(context, 'saga_timer', claims, new Date());
+      : markDeliveriesStarted(context, 'saga_timer', claims, new Date()).then((answer) => answer.written);
   return sent.then(
     (ids) => ({ ids }),
     (error: unknown) => ({ error: error as { code?: string } }),

@@ -37,11 +37,13 @@ for (const dialect of DIALECTS) {
       const before = await leaseOf();
 
       expect((await renewLeases(runtime.context, DISPATCH_TABLES.timer, swapped, new Date(lease.getTime() + 60_000))).written).toEqual([]);
-      expect(await markDeliveriesStarted(runtime.context, DISPATCH_TABLES.timer, swapped, clock.now())).toEqual([]);
+      expect((await markDeliveriesStarted(runtime.context, DISPATCH_TABLES.timer, swapped, clock.now())).written).toEqual([]);
       expect(await leaseOf(), 'neither row was written under the other row’s token').toEqual(before);
 
       const own = [a!, b!].map(({ id, token }) => ({ id, token }));
-      expect((await markDeliveriesStarted(runtime.context, DISPATCH_TABLES.timer, own, clock.now())).sort()).toEqual([a!.id, b!.id].sort());
+      expect([...(await markDeliveriesStarted(runtime.context, DISPATCH_TABLES.timer, own, clock.now())).written].sort()).toEqual(
+        [a!.id, b!.id].sort(),
+      );
     });
   });
 }
