@@ -25,5 +25,13 @@ export {
 } from './metadata.js';
 export { type ColumnValue, computeChangeSetsOnce, markWritten, plainRowUpdate, recordInsertedNulls } from './plain-update.js';
 // executeSql and queryRows are imported by src/sql/sql-executor.ts alone, from ./sql-execution.js (.dependency-cruiser.cjs).
+export { isOrmClosed, OrmClosed, type OrmCloseWatch, watchOrmClose } from './orm-close-watch.js';
 export { freshFork, inFreshTransaction } from './sql-execution.js';
-export { CommitNotSent, CommitRolledBack, type SqlStatement, type UnitTransaction, type UnitTransactions } from './unit-transaction.js';
+export {
+  CommitNotSent,
+  CommitRolledBack,
+  CommitSubscriberThrew,
+  type SqlStatement,
+  type UnitTransaction,
+  type UnitTransactions,
+} from './unit-transaction.js';

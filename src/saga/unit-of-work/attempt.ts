@@ -10,7 +10,7 @@ import { HANDLE_OUTCOMES, type HandleResult } from '../handle-result.js';
 import { type RegisteredSaga, readStep } from '../registered-saga.js';
 import type { ResolvedSagaRuntimeOptions } from '../runtime-options.js';
 import type { SagaMessage } from '../saga-message.js';
-import { classifyFailure, type FailureContext } from './classify-failure.js';
+import { classifyFailure, type FailureContext, ormClosedError } from './classify-failure.js';
 import { LeftGroup } from './group-commit.js';
 import type { HandleTarget } from './handle-target.js';
 import { type IgnoredMessage, type LoadedInstance, loadInstance } from './load-instance.js';
@@ -80,6 +80,7 @@ export async function attempt(runtime: UnitOfWorkRuntime, unit: UnitOfWork, coun
   const timer = target.kind === 'timer' ? target.timer : undefined;
   const base = { sagaType: saga.definition.name, messageType: message.type, attempts: count.attempts, conflicts: count.conflicts };
   const current: Attempt = { runtime, unit, count, em, now, timer, base };
+  refuseOnClosedOrm(current, timer?.sagaId);
   const instance = await load(current);
   const messageId = target.kind === 'correlation' ? target.messageId : undefined;
   const duplicate = messageId === undefined ? undefined : await duplicateOf(current, instance, messageId);
@@ -175,6 +176,8 @@ async function write(
   const { saga, target } = unit;
   const { definition, meta } = saga;
   const { state } = instance;
+  // The ORM may have been closed while the step ran: nothing is written.
+  refuseOnClosedOrm(current, state.id);
   let report: WriteReport;
   try {
     const lockKey = lockKeyOf(plan, definition.name, target);
@@ -197,6 +200,11 @@ async function write(
     timersCancelled: report.timersCancelled,
     messagesSent: plan.outbox.length,
   });
+}
+
+/** Throws `ORM_CLOSED` once `orm.close()` was called: a unit that has not begun writing never does. */
+function refuseOnClosedOrm({ runtime, unit }: Attempt, sagaId: string | undefined): void {
+  if (runtime.db.orm.closed) throw ormClosedError(unit.saga.definition.name, sagaId, unit.message.type);
 }
 
 /** Turns a failure of the attempt into what the caller sees (`classifyFailure`); a unit that left its group passes through. */
