@@ -90,8 +90,9 @@ export function isOrmClosed(em: EntityManager): boolean {
 }
 
 /**
- * `waiting` (a connection from the pool), or {@link OrmClosed} as soon as `em`'s ORM is closed: knex's pool hands
- * out nothing once its destruction began. What `waiting` gives after that goes to `giveBack`.
+ * `waiting` (a connection from the pool, or a read that waits for one), or {@link OrmClosed} as soon as `em`'s ORM
+ * is closed: knex's pool hands out nothing once its destruction began, until its connections in use came back. What
+ * `waiting` gives after that goes to `giveBack`. Only for what may be abandoned: never a write outside a transaction.
  */
 export function untilOrmClosed<T>(em: EntityManager, waiting: Promise<T>, giveBack: (late: T) => void): Promise<T> {
   const watch = watches.get(em.getDriver());

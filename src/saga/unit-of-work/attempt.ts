@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/core';
 import type { TimerDelivery } from '../../contracts.js';
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
-import { freshFork } from '../../orm/index.js';
+import { freshFork, untilOrmClosed } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { findHandledMessage } from '../../sql/handled-message-statements.js';
 import type { SagaMetrics } from '../../telemetry/saga-metrics.js';
@@ -96,9 +96,9 @@ async function load(current: Attempt): Promise<LoadedInstance | IgnoredMessage> 
   // Only the first attempt may use a row read ahead: a retry follows a conflict, so it reads the row afresh.
   const preloaded =
     target.kind === 'timer' && count.attempts === 1 ? target.preload?.take(saga.definition.name, target.timer.sagaId) : undefined;
-  return runNamed('read', saga.meta.tableName, async () => loadInstance(em, saga, message, target, now, await preloaded)).catch(
-    failed(current, { sagaId: timer?.sagaId, startedWith: undefined, timerNames: [] }),
-  );
+  const read = runNamed('read', saga.meta.tableName, async () => loadInstance(em, saga, message, target, now, await preloaded));
+  // A read waiting for a connection when the ORM closes is left to end on its own (MikroORM 6's pool serves it no more).
+  return untilOrmClosed(em, read, () => undefined).catch(failed(current, { sagaId: timer?.sagaId, startedWith: undefined, timerNames: [] }));
 }
 
 /**
@@ -113,9 +113,12 @@ async function duplicateOf(
   const { unit, em, base } = current;
   const existing = instance.kind === 'ignored' ? instance.state : instance.isNew ? null : instance.state;
   if (!existing) return undefined;
-  const handled = await runNamed('read', current.runtime.db.tables.handledMessage.name, () =>
+  const read = runNamed('read', current.runtime.db.tables.handledMessage.name, () =>
     findHandledMessage(current.runtime.db, em, unit.saga.definition.name, existing.id, messageId),
-  ).catch(failed(current, { sagaId: existing.id, startedWith: undefined, timerNames: [] }));
+  );
+  const handled = await untilOrmClosed(em, read, () => undefined).catch(
+    failed(current, { sagaId: existing.id, startedWith: undefined, timerNames: [] }),
+  );
   if (!handled) return undefined;
   return { ...result(HANDLE_OUTCOMES.DUPLICATE, base, existing, unit.saga, NO_EFFECTS), version: handled.version };
 }
