@@ -2,7 +2,14 @@ import { type EntityManager, EventType, type TransactionEventType } from '@mikro
 import { COMMIT_SQL, type ConnectionHold, type EndHold, type HeldTransaction, runTogether } from './held-transaction.js';
 import { assertOrmOpen, untilOrmClosed } from './orm-close-watch.js';
 import { executeSql, logQuery } from './sql-execution.js';
-import { CommitNotSent, CommitRolledBack, CommitSubscriberThrew, type SqlStatement, type StatementAnswer, type UnitTransaction } from './unit-transaction.js';
+import {
+  CommitNotSent,
+  CommitRolledBack,
+  CommitSubscriberThrew,
+  type SqlStatement,
+  type StatementAnswer,
+  type UnitTransaction,
+} from './unit-transaction.js';
 
 /**
  * Opens a unit transaction on `em` for a major's `UnitTransactions.begin`: `hold` takes a connection from the pool

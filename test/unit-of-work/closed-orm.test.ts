@@ -118,7 +118,7 @@ for (const dialect of DIALECTS) {
       const orm = await openOwn();
       const clock = new FakeClock();
       const gate = new StepGate(1);
-      const saga = defineSaga<ScriptedSaga, { type: 'Start' | 'Do'; key: string }>({
+      const saga = defineSaga<ScriptedSaga, { type: 'Start'; key: string } | { type: 'Do'; key: string }>({
         name: 'scripted',
         state: ScriptedSaga,
         correlation: { property: 'key', from: { Start: (m) => m.key, Do: (m) => m.key } },
@@ -144,7 +144,9 @@ for (const dialect of DIALECTS) {
       const stopped = await settledWithin(dispatcher.stop());
       expect(stopped.error).toBeUndefined();
       expect(dispatcher.running).toBe(false);
-      expect(errors.join('\n')).toMatch(/the ORM was closed \(orm\.close\(\)\) before the dispatcher stopped; it left 1 delivery\(ies\) in flight/);
+      expect(errors.join('\n')).toMatch(
+        /the ORM was closed \(orm\.close\(\)\) before the dispatcher stopped; it left 1 delivery\(ies\) in flight/,
+      );
       gate.go.resolve();
       const rows = rowsOf(db().orm);
       expect(await rows.saga(key)).toMatchObject({ counter: 0, version: 0 });

@@ -98,7 +98,9 @@ async function load(current: Attempt): Promise<LoadedInstance | IgnoredMessage> 
     target.kind === 'timer' && count.attempts === 1 ? target.preload?.take(saga.definition.name, target.timer.sagaId) : undefined;
   const read = runNamed('read', saga.meta.tableName, async () => loadInstance(em, saga, message, target, now, await preloaded));
   // A read waiting for a connection when the ORM closes is left to end on its own (MikroORM 6's pool serves it no more).
-  return untilOrmClosed(em, read, () => undefined).catch(failed(current, { sagaId: timer?.sagaId, startedWith: undefined, timerNames: [] }));
+  return untilOrmClosed(em, read, () => undefined).catch(
+    failed(current, { sagaId: timer?.sagaId, startedWith: undefined, timerNames: [] }),
+  );
 }
 
 /**

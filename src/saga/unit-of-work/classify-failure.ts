@@ -262,7 +262,7 @@ export function ormClosedError(
 ): SagaPersistenceError {
   return new SagaPersistenceError(
     'ORM_CLOSED',
-    `Saga ${sagaType}${sagaId ? `/${sagaId}` : ''}: the MikroORM instance was closed (orm.close()) before '${messageType}' was handled${during}; nothing of it was written. Close the ORM only after dispatcher.stop() and once handle() calls have settled (docs/integration.md, "Shutting down"); handle the message again on an open ORM.`,
+    `Saga ${sagaType}${sagaId ? `/${sagaId}` : ''}: the MikroORM instance was closed (orm.close()) before '${messageType}' was handled${during}; nothing of it was written. Close the ORM only after dispatcher.stop() and once handle() calls have settled (docs/integration.md, step 4); handle the message again on an open ORM.`,
     { sagaType, sagaId, messageType, operation: 'orm closed' },
     { cause },
   );
