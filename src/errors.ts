@@ -47,6 +47,11 @@ export const SAGA_ERROR_CODES = {
   DATABASE_UNREACHABLE: 'DATABASE_UNREACHABLE',
   /** The connection failed while COMMIT was in flight: the effects may or may not have been written. */
   COMMIT_OUTCOME_UNKNOWN: 'COMMIT_OUTCOME_UNKNOWN',
+  /**
+   * The MikroORM instance was closed (`orm.close()`) before the unit of work committed: nothing of it was written.
+   * Stop the dispatcher and let `handle()` calls settle before closing the ORM; handle the message again on an open one.
+   */
+  ORM_CLOSED: 'ORM_CLOSED',
   /** A message id is not a string of 1 to 200 characters the databases store as given. */
   MESSAGE_ID_INVALID: 'MESSAGE_ID_INVALID',
   /**
@@ -132,8 +137,8 @@ export class SagaConcurrencyError extends SagaError {
 /**
  * Reading or writing a unit of work failed for a reason other than a concurrency conflict. The message names
  * the operation, table and constraint, never values; the driver's error is the `cause`. Whether anything was
- * written depends on the `code`: `COMMIT_OUTCOME_UNKNOWN` means it may have been, every other code means
- * nothing was.
+ * written depends on the `code`: `COMMIT_OUTCOME_UNKNOWN` means it may have been, every other code (`ORM_CLOSED`
+ * among them) means nothing was.
  */
 export class SagaPersistenceError extends SagaError {
   override readonly name = 'SagaPersistenceError';

@@ -125,7 +125,8 @@ export class SagaDispatcher implements AsyncDisposable {
   /**
    * Stops the loop: deliveries in flight finish, rows claimed but not yet started are released for other
    * dispatchers, outcomes the database could not take earlier are written once more, then the promise resolves. It resolves after `stopTimeoutMs` at the latest, even when the
-   * database stops answering; what is left behind is logged and re-claimed after its lease.
+   * database stops answering, and at once when the ORM is closed (`orm.close()`, which should come after stop());
+   * what is left behind is logged and re-claimed after its lease.
    * Safe to call when not running.
    */
   async stop(): Promise<void> {
@@ -134,20 +135,32 @@ export class SagaDispatcher implements AsyncDisposable {
     if (loop || this.pending.size > 0) {
       const { clock, stopTimeoutMs, logger } = this.options;
       const giveUp = new AbortController();
+      const orm = this.context.orm;
+      let unsubscribe = () => undefined as unknown;
+      const closed = new Promise<'orm closed'>((resolve) => {
+        unsubscribe = orm.onClose(() => resolve('orm closed'));
+      });
       // Outcomes the database could not take are written now if it is back (once, within stopTimeoutMs):
       // left behind, a started row would be charged as a lost delivery when it is next claimed.
-      const finished = await Promise.race([
+      const outcome = await Promise.race([
         (loop ?? Promise.resolve())
-          .then(() => this.pending.write())
+          .then(() => (orm.closed ? undefined : this.pending.write()))
           .then(
             () => this.reportLockedStamps(),
             (error: unknown) => this.reportUnwrittenOutcomes(error),
           )
-          .then(() => true),
-        clock.sleep(stopTimeoutMs, giveUp.signal).then(() => false),
+          .then(() => 'finished' as const),
+        clock.sleep(stopTimeoutMs, giveUp.signal).then(() => 'timed out' as const),
+        closed,
       ]);
+      unsubscribe();
       giveUp.abort(ENDED);
-      if (!finished) {
+      if (outcome === 'orm closed') {
+        this.leases.stop();
+        logger.error(
+          `dispatcher stop(): the ORM was closed (orm.close()) before the dispatcher stopped; it left ${this.pool.active} delivery(ies) in flight and ${this.pending.size} row outcome(s) unwritten, whose rows are claimed again after their lease. Call dispatcher.stop() before orm.close().`,
+        );
+      } else if (outcome === 'timed out') {
         this.leases.stop();
         logger.error(
           `dispatcher stop() gave up after ${stopTimeoutMs} ms (stopTimeoutMs): ${this.pool.active} delivery(ies) or a database statement did not finish; their rows are claimed again after their lease`,

@@ -45,7 +45,7 @@ export type DriverErrorKind =
   | 'database failure'
   /** COMMIT was sent and its answer was a failure of the connection or the server: it may have been applied. */
   | 'outcome unknown'
-  /** A sent COMMIT failed with no driver code: an `afterTransactionCommit` subscriber threw, or the driver lost it. */
+  /** A sent COMMIT failed with no driver code and no sign of a lost connection: a transaction subscriber threw. */
   | 'commit failed outside the database'
   /** None of the rules places it: not a database error, or one no rule knows. */
   | 'other';
@@ -98,16 +98,17 @@ export function conflictKind(error: unknown): 'lock wait' | 'deadlock' | 'versio
 }
 
 /**
- * A failed COMMIT. One the driver never sent keeps its kind (`never sent`: nothing was applied). One sent that
- * failed with no driver code did not come from the database: a transaction subscriber threw (MikroORM's commit runs
- * them; `afterTransactionCommit` runs once COMMIT was applied) or the driver lost the transaction without a code
- * (node-postgres' "Connection terminated unexpectedly"): applied or not, no one can say. One the server refused
- * (it answered with its reason) was not applied: the refusal's kind. Any other failure, where COMMIT can be applied
- * and its answer lost, leaves the outcome unknown; SQLite's in-process COMMIT cannot, so there it keeps its kind.
+ * A failed COMMIT. One the driver never sent keeps its kind (`never sent`: nothing was applied). A lost connection
+ * is what was seen, with a code or without one (node-postgres' "Connection terminated unexpectedly", told by its
+ * message). Any other failure with no driver code did not come from the database: a transaction subscriber threw
+ * (MikroORM's commit runs them; `afterTransactionCommit` runs once COMMIT was applied): applied or not, no one can
+ * say. One the server refused (it answered with its reason) was not applied: the refusal's kind. Any other
+ * failure, where COMMIT can be applied and its answer lost, leaves the outcome unknown; SQLite's in-process COMMIT
+ * cannot, so there it keeps its kind.
  */
 function atCommit(error: unknown, kind: DriverErrorKind, canFailAfterApplying: boolean): DriverErrorKind {
   if (kind === 'never sent') return kind;
-  if (codeOf(error) === undefined) return 'commit failed outside the database';
+  if (codeOf(error) === undefined && kind !== 'connection failure') return 'commit failed outside the database';
   if (NOT_APPLIED.has(kind)) return kind;
   return canFailAfterApplying ? 'outcome unknown' : kind;
 }

@@ -23,7 +23,15 @@ export {
   storedProperties,
   tableOf,
 } from './metadata.js';
-export { type ColumnValue, computeChangeSetsOnce, markWritten, plainRowUpdate, recordInsertedNulls } from './plain-update.js';
 // executeSql and queryRows are imported by src/sql/sql-executor.ts alone, from ./sql-execution.js (.dependency-cruiser.cjs).
+export { isOrmClosed, OrmClosed, type OrmCloseWatch, untilOrmClosed, watchOrmClose } from './orm-close-watch.js';
+export { type ColumnValue, computeChangeSetsOnce, markWritten, plainRowUpdate, recordInsertedNulls } from './plain-update.js';
 export { freshFork, inFreshTransaction } from './sql-execution.js';
-export { CommitNotSent, CommitRolledBack, type SqlStatement, type UnitTransaction, type UnitTransactions } from './unit-transaction.js';
+export {
+  CommitNotSent,
+  CommitRolledBack,
+  CommitSubscriberThrew,
+  type SqlStatement,
+  type UnitTransaction,
+  type UnitTransactions,
+} from './unit-transaction.js';

@@ -1,21 +1,31 @@
 import { type EntityManager, EventType, type TransactionEventType } from '@mikro-orm/core';
 import { COMMIT_SQL, type ConnectionHold, type EndHold, type HeldTransaction, runTogether } from './held-transaction.js';
+import { assertOrmOpen, untilOrmClosed } from './orm-close-watch.js';
 import { executeSql, logQuery } from './sql-execution.js';
-import { CommitNotSent, CommitRolledBack, type SqlStatement, type StatementAnswer, type UnitTransaction } from './unit-transaction.js';
+import {
+  CommitNotSent,
+  CommitRolledBack,
+  CommitSubscriberThrew,
+  type SqlStatement,
+  type StatementAnswer,
+  type UnitTransaction,
+} from './unit-transaction.js';
 
 /**
  * Opens a unit transaction on `em` for a major's `UnitTransactions.begin`: `hold` takes a connection from the pool
  * and makes it `em`'s transaction context; without one, MikroORM's own `em.begin()` opens the transaction. The
  * transaction events fire as MikroORM's own `em.begin()` fires them; when an afterTransactionStart subscriber
- * throws, the transaction is rolled back and the error passes on.
+ * throws, the transaction is rolled back and the error passes on. Rejects with `OrmClosed` once the ORM was closed,
+ * while it waits for a connection too (a connection the pool hands out after that goes straight back).
  */
 export async function openUnitTransaction(em: EntityManager, hold?: () => Promise<ConnectionHold>): Promise<UnitTransaction> {
+  assertOrmOpen(em);
   if (!hold) {
     await em.begin();
     return new HeldUnitTransaction(em, undefined);
   }
   await dispatchTransactionEvent(em, EventType.beforeTransactionStart);
-  const transaction = new HeldUnitTransaction(em, await hold());
+  const transaction = new HeldUnitTransaction(em, await untilOrmClosed(em, hold(), (late) => late.end()));
   try {
     await dispatchTransactionEvent(em, EventType.afterTransactionStart);
   } catch (error) {
@@ -102,7 +112,11 @@ class HeldUnitTransaction implements UnitTransaction {
       if (held.committedAs === 'ROLLBACK') throw new CommitRolledBack();
     } else await (em.getConnection('write') as unknown as { commit(context: unknown): Promise<void> }).commit(context);
     this.endConnectionHold();
-    await dispatchTransactionEvent(em, EventType.afterTransactionCommit, context);
+    try {
+      await dispatchTransactionEvent(em, EventType.afterTransactionCommit, context);
+    } catch (error) {
+      throw new CommitSubscriberThrew(error);
+    }
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { EntityManager } from '@mikro-orm/core';
+import { assertOrmOpen } from './orm-close-watch.js';
 
 /** The slice of MikroORM's SqlEntityManager (`@mikro-orm/knex` on 6, `@mikro-orm/sql` on 7) the library uses. */
 interface SqlExecutor {
@@ -7,9 +8,11 @@ interface SqlExecutor {
 
 /**
  * Runs one statement with `?` placeholders on `em`, inside its transaction when it has one. MikroORM formats
- * the parameters for the platform (Dates become epoch ms on SQLite) on both majors.
+ * the parameters for the platform (Dates become epoch ms on SQLite) on both majors. Outside a transaction it
+ * rejects with `OrmClosed` once the ORM was closed: the statement would wait for the pool (6) or reconnect (7).
  */
-export function executeSql<T>(em: EntityManager, sql: string, params: readonly unknown[], mode: 'all' | 'get' | 'run'): Promise<T> {
+export async function executeSql<T>(em: EntityManager, sql: string, params: readonly unknown[], mode: 'all' | 'get' | 'run'): Promise<T> {
+  if (!em.getTransactionContext()) assertOrmOpen(em);
   return (em as unknown as SqlExecutor).execute<T>(sql, [...params], mode);
 }
 

@@ -50,8 +50,9 @@ export interface UnitTransaction {
    * Commits. When this fails, call {@link rollback}. Flush `em` first: COMMIT follows without another flush (where
    * MikroORM's own `em.commit()` is used, its flush finds nothing). The beforeTransactionCommit subscribers run
    * first; when one throws, COMMIT is not sent and this rejects with {@link CommitNotSent}. afterTransactionCommit
-   * runs once COMMIT was applied: what it throws passes on as is. Rejects with {@link CommitRolledBack} when the
-   * database answered COMMIT with ROLLBACK.
+   * runs once COMMIT was applied: what it throws passes on as {@link CommitSubscriberThrew} where the library sent
+   * COMMIT, as is where MikroORM's own `em.commit()` did. Rejects with {@link CommitRolledBack} when the database
+   * answered COMMIT with ROLLBACK.
    */
   commit(): Promise<void>;
   /**
@@ -104,6 +105,13 @@ export interface UnitTransaction {
 export class CommitNotSent extends Error {
   constructor(override readonly cause: unknown) {
     super('a beforeTransactionCommit subscriber threw; COMMIT was not sent');
+  }
+}
+
+/** An afterTransactionCommit subscriber threw (its error is the `cause`) once the database answered COMMIT. */
+export class CommitSubscriberThrew extends Error {
+  constructor(override readonly cause: unknown) {
+    super('an afterTransactionCommit subscriber threw once COMMIT was answered');
   }
 }
 

@@ -29,6 +29,7 @@ import {
 import type { SagaMessage } from './saga-message.js';
 import { kindOf, labelOf } from './stored-text.js';
 import type { UnitOfWorkRuntime } from './unit-of-work/attempt.js';
+import { ormClosedError } from './unit-of-work/classify-failure.js';
 import type { HandleTarget } from './unit-of-work/handle-target.js';
 import { runUnitOfWork } from './unit-of-work/retry-loop.js';
 import { type RuntimeMessage, stepCopy } from './unit-of-work/runtime-message.js';
@@ -106,8 +107,9 @@ export class SagaRuntime {
    *   when the connection failed while COMMIT was in flight (the effects may or may not have been written);
    *   `STORED_VALUE_INVALID` when the saga's row holds a value the runtime cannot read (a timestamp outside years 1
    *   to 9999 such as PostgreSQL's infinity, a version above 2^53 - 1, JSON nested too deep for MikroORM);
-   *   `UNIQUE_VIOLATION`, `DATABASE_UNREACHABLE` or `PERSISTENCE_FAILED` otherwise. Nothing was written but for
-   *   `COMMIT_OUTCOME_UNKNOWN`.
+   *   `ORM_CLOSED` when `orm.close()` was called before the unit committed (at once, also while it waited for a
+   *   connection); `UNIQUE_VIOLATION`, `DATABASE_UNREACHABLE` or `PERSISTENCE_FAILED` otherwise. Nothing was written
+   *   but for `COMMIT_OUTCOME_UNKNOWN`.
    * Errors thrown by the step itself propagate unchanged; nothing was written.
    */
   async handle<TIn extends SagaMessage>(
@@ -275,6 +277,10 @@ export class SagaRuntime {
 
   /** Runs the unit of work of `message`, after the start-up schema check. */
   private async run(saga: RegisteredSaga, message: RuntimeMessage, target: HandleTarget, correlationId: string): Promise<HandleResult> {
+    // Nothing is sent on a closed ORM: MikroORM 6's pool would keep the statement waiting, 7 would connect again.
+    if (this.context.orm.closed) {
+      throw ormClosedError(saga.definition.name, target.kind === 'timer' ? target.timer.sagaId : undefined, String(message.copy.type));
+    }
     if (this.options.verifySchema) await this.verifySchemaOnce();
     return runUnitOfWork(this.unitOfWork, { saga, message, target, correlationId });
   }

@@ -9,10 +9,12 @@ import {
   createUnitTransactions,
   entityMetadata,
   freshFork,
+  type OrmCloseWatch,
   quoteName,
   storedProperties,
   tableOf,
   type UnitTransactions,
+  watchOrmClose,
 } from '../orm/index.js';
 
 /** A table as the library's statements name it: read from MikroORM's metadata, quoted for the platform. */
@@ -81,6 +83,8 @@ export interface DatabaseContext {
   /** How units of work hold their transactions on the installed MikroORM major, chosen once here. */
   readonly transactions: UnitTransactions;
   readonly tables: LibraryTables;
+  /** Whether `orm.close()` was called on the ORM of `em` (and it did not connect again since). */
+  readonly orm: OrmCloseWatch;
 }
 
 /**
@@ -100,6 +104,7 @@ export function createDatabaseContext(em: EntityManager): DatabaseContext {
       handledMessage: libraryTable(em, SagaHandledMessage),
       saga: sagaTables(em),
     },
+    orm: watchOrmClose(em),
   };
 }
 

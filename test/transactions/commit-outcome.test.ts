@@ -85,6 +85,22 @@ for (const dialect of DIALECTS) {
         expect(error.code).toBe('COMMIT_OUTCOME_UNKNOWN');
         expect(error.message).not.toMatch(/nothing (of it )?was written/i);
       });
+
+      it(`an afterTransactionCommit subscriber that throws is what the COMMIT_OUTCOME_UNKNOWN message names first (groupCommit ${String(groupCommit)})`, async () => {
+        const orm = await db().openAnother();
+        opened.push(orm);
+        const hook = new ThrowAfterCommit();
+        orm.em.getEventManager().registerSubscriber(hook);
+        const runtime = new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], ...(groupCommit === false ? { groupCommit } : {}) });
+        const key = uniqueKey('hook-message');
+        hook.armed = true;
+        const error = await runtime.handle(scriptedSaga, { type: 'Start', key }).catch((e: unknown) => e as Error & { code?: string });
+        expect(error).toMatchObject({ code: 'COMMIT_OUTCOME_UNKNOWN' });
+        expect((error as Error).message).toMatch(
+          /^Saga scripted\/[0-9a-f-]+: an afterTransactionCommit subscriber threw Error once COMMIT of the effects of 'Start' was answered, so/,
+        );
+        expect((error as Error).message).not.toContain('connection');
+      });
     }
   });
 }

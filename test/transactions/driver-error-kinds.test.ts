@@ -283,10 +283,10 @@ const CASES: readonly KindCase[] = [
     produce: (fixture) => lostCommit(fixture, 'reset-after-commit'),
   },
   {
-    // node-postgres reports a closed socket as "Connection terminated unexpectedly", with no code: at COMMIT that is
-    // told apart from a subscriber's error by nothing, and both leave the outcome unknown.
+    // node-postgres reports a closed socket as "Connection terminated unexpectedly", with no code: its message tells
+    // it from a subscriber's error, and the outcome is unknown.
     what: 'a COMMIT whose connection was closed once the server applied it (no code), told it was the COMMIT',
-    kind: 'commit failed outside the database',
+    kind: 'outcome unknown',
     on: ['postgresql'],
     context: commitOf,
     produce: (fixture) => lostCommit(fixture, 'drop-after-commit'),

@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/core';
 import type { TimerDelivery } from '../../contracts.js';
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
-import { freshFork } from '../../orm/index.js';
+import { freshFork, untilOrmClosed } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { findHandledMessage } from '../../sql/handled-message-statements.js';
 import type { SagaMetrics } from '../../telemetry/saga-metrics.js';
@@ -11,7 +11,7 @@ import { type RegisteredSaga, readStep } from '../registered-saga.js';
 import type { RowsDue } from '../rows-due.js';
 import type { ResolvedSagaRuntimeOptions } from '../runtime-options.js';
 import type { SagaMessage } from '../saga-message.js';
-import { classifyFailure, type FailureContext } from './classify-failure.js';
+import { classifyFailure, type FailureContext, ormClosedError } from './classify-failure.js';
 import { LeftGroup } from './group-commit.js';
 import type { HandleTarget } from './handle-target.js';
 import { type IgnoredMessage, type LoadedInstance, loadInstance } from './load-instance.js';
@@ -82,6 +82,7 @@ export async function attempt(runtime: UnitOfWorkRuntime, unit: UnitOfWork, coun
   const timer = target.kind === 'timer' ? target.timer : undefined;
   const base = { sagaType: saga.definition.name, messageType: message.type, attempts: count.attempts, conflicts: count.conflicts };
   const current: Attempt = { runtime, unit, count, em, now, timer, base };
+  refuseOnClosedOrm(current, timer?.sagaId);
   const instance = await load(current);
   const messageId = target.kind === 'correlation' ? target.messageId : undefined;
   const duplicate = messageId === undefined ? undefined : await duplicateOf(current, instance, messageId);
@@ -97,7 +98,9 @@ async function load(current: Attempt): Promise<LoadedInstance | IgnoredMessage> 
   // Only the first attempt may use a row read ahead: a retry follows a conflict, so it reads the row afresh.
   const preloaded =
     target.kind === 'timer' && count.attempts === 1 ? target.preload?.take(saga.definition.name, target.timer.sagaId) : undefined;
-  return runNamed('read', saga.meta.tableName, async () => loadInstance(em, saga, message, target, now, await preloaded)).catch(
+  const read = runNamed('read', saga.meta.tableName, async () => loadInstance(em, saga, message, target, now, await preloaded));
+  // A read waiting for a connection when the ORM closes is left to end on its own (MikroORM 6's pool serves it no more).
+  return untilOrmClosed(em, read, () => undefined).catch(
     failed(current, { sagaId: timer?.sagaId, startedWith: undefined, timerNames: [] }),
   );
 }
@@ -114,9 +117,12 @@ async function duplicateOf(
   const { unit, em, base } = current;
   const existing = instance.kind === 'ignored' ? instance.state : instance.isNew ? null : instance.state;
   if (!existing) return undefined;
-  const handled = await runNamed('read', current.runtime.db.tables.handledMessage.name, () =>
+  const read = runNamed('read', current.runtime.db.tables.handledMessage.name, () =>
     findHandledMessage(current.runtime.db, em, unit.saga.definition.name, existing.id, messageId),
-  ).catch(failed(current, { sagaId: existing.id, startedWith: undefined, timerNames: [] }));
+  );
+  const handled = await untilOrmClosed(em, read, () => undefined).catch(
+    failed(current, { sagaId: existing.id, startedWith: undefined, timerNames: [] }),
+  );
   if (!handled) return undefined;
   return { ...result(HANDLE_OUTCOMES.DUPLICATE, base, existing, unit.saga, NO_EFFECTS), version: handled.version };
 }
@@ -177,6 +183,8 @@ async function write(
   const { saga, target } = unit;
   const { definition, meta } = saga;
   const { state } = instance;
+  // The ORM may have been closed while the step ran: nothing is written.
+  refuseOnClosedOrm(current, state.id);
   let report: WriteReport;
   try {
     const lockKey = lockKeyOf(plan, definition.name, target);
@@ -200,6 +208,11 @@ async function write(
     timersCancelled: report.timersCancelled,
     messagesSent: plan.outbox.length,
   });
+}
+
+/** Throws `ORM_CLOSED` once `orm.close()` was called: a unit that has not begun writing never does. */
+function refuseOnClosedOrm({ runtime, unit }: Attempt, sagaId: string | undefined): void {
+  if (runtime.db.orm.closed) throw ormClosedError(unit.saga.definition.name, sagaId, unit.message.type);
 }
 
 /** Turns a failure of the attempt into what the caller sees (`classifyFailure`); a unit that left its group passes through. */

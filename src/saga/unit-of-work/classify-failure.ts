@@ -4,13 +4,16 @@ import {
   allEntityMetadata,
   CommitNotSent,
   CommitRolledBack,
+  CommitSubscriberThrew,
   classifyDriverError,
   configuredDbName,
   convertDriverError,
   type DriverErrorKind,
   freshFork,
   isDriverException,
+  isOrmClosed,
   isReachable,
+  OrmClosed,
   serverAddress,
 } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
@@ -54,7 +57,9 @@ export interface FailureContext {
 export async function classifyFailure(error: unknown, context: FailureContext): Promise<RetryableConflict | SagaError> {
   if (error instanceof SagaError) return error;
   if (error instanceof VersionConflict) return new RetryableConflict(context.sagaId, error);
+  if (error instanceof OrmClosed) return ormClosed(context, undefined, error);
   if (!(error instanceof StatementFailure)) return persistenceFailed(context, 'handling', undefined, error, describe(error));
+  if (error.cause instanceof OrmClosed) return ormClosed(context, error, error.cause);
   // COMMIT was never sent: the transaction is rolled back, nothing of it was written.
   if (error.cause instanceof CommitNotSent) {
     const hook = error.cause.cause;
@@ -66,6 +71,7 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
       `a beforeTransactionCommit subscriber threw ${describe(hook)}, so COMMIT was not sent`,
     );
   }
+  if (error.cause instanceof CommitSubscriberThrew) return commitOutcomeUnknown(context, error.cause.cause, 'subscriber');
   // The database answered COMMIT with ROLLBACK (a statement of the transaction had failed): nothing was written.
   if (error.cause instanceof CommitRolledBack) {
     return persistenceFailed(context, 'commit', undefined, error.cause, 'the database rolled the transaction back at COMMIT');
@@ -73,8 +79,21 @@ export async function classifyFailure(error: unknown, context: FailureContext): 
   if (error.cause instanceof SagaError) return error.cause;
   const cause = driverErrorOf(error, context.em);
   const commit = error.operation === 'commit' ? { canFailAfterApplying: context.db.dialect.commitCanFailAfterApplying } : undefined;
-  return classifyDriverFailure(error, cause, classifyDriverError(cause, { commit }), context);
+  const kind = classifyDriverError(cause, { commit });
+  // The ORM was closed under the unit (SQLite's connection closed, the pool ended): no probe, which would wait or reconnect.
+  if (isOrmClosed(context.em) && CLOSED_KINDS.has(kind)) return ormClosed(context, error, cause);
+  return classifyDriverFailure(error, cause, kind, context);
 }
+
+/** Kinds a closed ORM explains (a COMMIT whose outcome is unknown stays unknown). */
+const CLOSED_KINDS: ReadonlySet<DriverErrorKind> = new Set([
+  'connection failure',
+  'never sent',
+  'no free connection',
+  'database failure',
+  'canceled or out of resources',
+  'other',
+]);
 
 /** Maps the kind of the driver's error behind a failed statement to the runtime's verdict. */
 async function classifyDriverFailure(
@@ -135,7 +154,7 @@ function driverErrorOf(failure: StatementFailure, em: EntityManager): unknown {
  * retry (a unique business column, two names of one plan that collide once stored).
  */
 async function isRace(failure: StatementFailure, context: FailureContext): Promise<boolean> {
-  if (failure.operation !== 'insert') return false;
+  if (failure.operation !== 'insert' || isOrmClosed(context.em)) return false;
   const em = freshFork(context.em);
   const { definition, meta } = context.saga;
   try {
@@ -206,15 +225,45 @@ function persistenceFailed(
   );
 }
 
-function commitOutcomeUnknown(context: FailureContext, cause: unknown, where: 'connection' | 'outside' = 'connection') {
-  const how =
-    where === 'connection'
-      ? `the connection failed while COMMIT of the effects of '${context.messageType}' was in flight`
-      : `COMMIT of the effects of '${context.messageType}' failed outside the database (a transaction subscriber such as afterTransactionCommit threw, or the driver lost the transaction)`;
+/**
+ * What was seen at a COMMIT whose outcome is unknown: the connection failed while it was in flight, an
+ * afterTransactionCommit subscriber threw once it was answered, or it failed with an error no database code names.
+ */
+function commitOutcomeUnknown(context: FailureContext, cause: unknown, seen: 'connection' | 'subscriber' | 'outside' = 'connection') {
+  const effects = `the effects of '${context.messageType}'`;
+  const how = {
+    connection: `the connection failed while COMMIT of ${effects} was in flight (${describe(cause)})`,
+    subscriber: `an afterTransactionCommit subscriber threw ${describe(cause)} once COMMIT of ${effects} was answered`,
+    outside: `COMMIT of ${effects} failed with ${describe(cause)}, an error that carries no database code`,
+  }[seen];
   return new SagaPersistenceError(
     'COMMIT_OUTCOME_UNKNOWN',
-    `${subject(context)}: ${how} (${describe(cause)}), so they may or may not have been written. Do not assume either: redeliver the message with the same message id, or read the saga's version before handling it again. ${CAUSE_NOTE}`,
+    `${subject(context)}: ${how}, so they may or may not have been written. Do not assume either: redeliver the message with the same message id, or read the saga's version before handling it again. ${CAUSE_NOTE}`,
     details(context, { operation: 'commit' }),
+    { cause },
+  );
+}
+
+/** The unit did not commit: the ORM was closed before it did (`orm.close()`), or while it waited for a connection. */
+function ormClosed(context: FailureContext, failure: StatementFailure | undefined, cause: unknown) {
+  const during = failure ? ` (${what(failure.operation, failure.table, failure.alsoTable)} failed)` : '';
+  return ormClosedError(context.saga.definition.name, context.sagaId, context.messageType, { cause, during });
+}
+
+/**
+ * The error of a message a closed ORM stopped: `ORM_CLOSED`, nothing written. `during`: what failed, if a statement
+ * did (the unit had begun); `cause`: the driver's error.
+ */
+export function ormClosedError(
+  sagaType: string,
+  sagaId: string | undefined,
+  messageType: string,
+  { cause, during = '' }: { readonly cause?: unknown; readonly during?: string } = {},
+): SagaPersistenceError {
+  return new SagaPersistenceError(
+    'ORM_CLOSED',
+    `Saga ${sagaType}${sagaId ? `/${sagaId}` : ''}: the MikroORM instance was closed (orm.close()) before '${messageType}' was handled${during}; nothing of it was written. Close the ORM only after dispatcher.stop() and once handle() calls have settled (docs/integration.md, step 4); handle the message again on an open ORM.`,
+    { sagaType, sagaId, messageType, operation: 'orm closed' },
     { cause },
   );
 }

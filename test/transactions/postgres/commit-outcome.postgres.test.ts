@@ -58,6 +58,21 @@ describe('commit outcome unknown (postgresql)', () => {
     expect(await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] })).toMatchObject({ version: 2 });
   });
 
+  it('the COMMIT_OUTCOME_UNKNOWN message of a connection lost at COMMIT names the lost connection first, and no subscriber', async () => {
+    const runtime = await runtimeThroughProxy();
+    const key = uniqueKey('lost-message');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    proxy.arm('drop-after-commit');
+    const actions = [{ op: 'inc' }, { op: 'send', message: { type: 'Charged' } }] as const;
+    const error = await runtime.handle(scriptedSaga, { type: 'Do', key, actions }).catch((e: unknown) => e);
+    await proxy.faulted;
+    expect(error).toMatchObject({ code: 'COMMIT_OUTCOME_UNKNOWN' });
+    expect((error as Error).message).toMatch(
+      /^Saga scripted\/[0-9a-f-]+: the connection failed while COMMIT of the effects of 'Do' was in flight/,
+    );
+    expect((error as Error).message).not.toContain('subscriber');
+  });
+
   it('the connection drops before COMMIT reached the server: also COMMIT_OUTCOME_UNKNOWN (the client cannot tell), nothing written', async () => {
     const runtime = await runtimeThroughProxy();
     const rows = rowsOf(db().orm);
