@@ -206,19 +206,28 @@ export class DeliveryPool {
     for (const task of tasks) {
       if (task.isolated) isolated.push({ task, after: sequence + 1 });
       else if (isolatedLanes.has(task.lane)) behind.push(task);
-      else ahead.set(task.lane, [...(ahead.get(task.lane) ?? []), task]);
+      else {
+        const lane = ahead.get(task.lane);
+        if (lane) lane.push(task);
+        else ahead.set(task.lane, [task]);
+      }
     }
     for (const [key, lane] of ahead) {
       this.lanes.set(key, [...lane, ...(this.lanes.get(key) ?? [])]);
       this.laneGroup.set(key, lane[0]!.group ?? '');
       this.laneSequence.set(key, sequence);
     }
+    // Each group's lanes of the reservation first, in claim order, then the rest of that group's queue.
+    const byGroup = new Map<string, string[]>();
     for (const key of ahead.keys()) {
-      const ready = this.readyIn(this.laneGroup.get(key)!);
-      const queued = ready.indexOf(key);
-      if (queued >= 0) ready.splice(queued, 1);
+      const group = this.laneGroup.get(key)!;
+      const keys = byGroup.get(group);
+      if (keys) keys.push(key);
+      else byGroup.set(group, [key]);
     }
-    for (const key of [...ahead.keys()].reverse()) this.readyIn(this.laneGroup.get(key)!).unshift(key);
+    for (const [group, keys] of byGroup) {
+      this.ready.set(group, [...keys, ...this.readyIn(group).filter((key) => !ahead.has(key))]);
+    }
     this.isolated.unshift(...isolated);
     for (const task of behind) this.queue(task);
   }
