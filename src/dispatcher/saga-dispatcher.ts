@@ -278,7 +278,8 @@ export class SagaDispatcher implements AsyncDisposable {
       loop.stampsBehind = undefined;
       if (signal.aborted) return;
     }
-    if (this.wakeup.take()) return;
+    // stop() may have come while the pass settled: an abort listener added now would never hear of it.
+    if (signal.aborted || this.wakeup.take()) return;
     const woken = new AbortController();
     const end = () => woken.abort(ENDED);
     signal.addEventListener('abort', end, { once: true });
@@ -318,7 +319,8 @@ export class SagaDispatcher implements AsyncDisposable {
   ): Promise<T | typeof STAMPS_LEFT | undefined> {
     const overtake = new AbortController();
     const abort = () => overtake.abort(ENDED);
-    signal.addEventListener('abort', abort, { once: true });
+    if (signal.aborted) abort();
+    else signal.addEventListener('abort', abort, { once: true });
     // Rows committed in this process meanwhile end the wait as a poll interval would.
     const overtaken = Promise.race([
       this.options.clock.sleep(Math.min(this.options.pollIntervalMs, restLeftMs), overtake.signal),
