@@ -44,7 +44,12 @@ async function latencyOf(url: string, system: 'ours' | 'graphile-worker', rate: 
   };
 }
 
-const ratio = (theirs: number, ours: number) => (ours > 0 ? (theirs / ours).toFixed(2) : '-');
+/** baseline / ours, two decimals, or two significant digits below 0.1. */
+const ratio = (theirs: number, ours: number) => {
+  if (!(ours > 0)) return '-';
+  const value = theirs / ours;
+  return value < 0.1 ? value.toPrecision(2) : value.toFixed(2);
+};
 
 function latencyTable(rate: number, seconds: number, ours: Latency, theirs: Latency): string {
   const header = ['relay latency, ms', 'ours', 'graphile-worker', 'graphile-worker / ours'];

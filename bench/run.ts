@@ -1,15 +1,18 @@
 /**
  * `npm run bench`: every figure of issue 8 next to its baseline, measured in the same run, each variant
  * repeated and interleaved with the others; prints medians, min-max and ratios (ours / baseline, higher is
- * better) and writes `bench/results/latest.json`. These machines are shared and noisy: compare ratios.
+ * better), then the tables steps report besides (each relay's settings; the relay latency in ms, its ratio
+ * baseline / ours so that higher is still better), and writes `bench/results/latest.json` with the machine and
+ * the load average around each step. These machines are shared and noisy: compare ratios.
  *
  *   npm run bench                       # full run (see docs/performance.md for its duration); on MikroORM 6 it
  *                                       # also measures timer firing and the saga step on 7 (bench/both-majors.ts)
  *   npm run bench -- --short            # every figure once on a few rows (BENCH_SHORT=1 does the same)
- *   BENCH_REPS=5 npm run bench          # more repetitions; BENCH_RELAY_ROWS, BENCH_TIMERS, BENCH_STEPS, BENCH_SQLITE_TIMERS,
+ *   BENCH_REPS=5 npm run bench          # more repetitions; BENCH_RELAY_ROWS, BENCH_SWEEP_ROWS, BENCH_LATENCY_RATE,
+ *                                       # BENCH_LATENCY_SECONDS, BENCH_TIMERS, BENCH_STEPS, BENCH_SQLITE_TIMERS,
  *                                       # BENCH_HISTORY_ROWS, BENCH_EMPTY_PASSES, BENCH_MEMORY_TIMERS
  *   DATABASE_URL=postgres://... npm run bench
- *   npm run bench -- --only relay       # only the steps whose name contains "relay" (here the outbox relay); the
+ *   npm run bench -- --only relay       # only the steps whose name contains "relay" (the outbox relay and its latency); the
  *                                       # results go to .tmp/bench-only-relay.json (untracked), never over latest.json
  *   npm run bench -- --skip relay       # every step but those whose name contains "relay" (repeatable); the results
  *                                       # go to .tmp/bench-skip-relay.json, never over latest.json
