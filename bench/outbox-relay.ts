@@ -59,12 +59,16 @@ interface RelayDatabase {
 /** Seeds, relays with `processes` processes of `system` at `setting`, checks every row was published once; rows per second. */
 async function relayOnce(db: RelayDatabase, system: RelaySystem, setting: RelaySetting, processes: number, rows: number): Promise<number> {
   await (system === 'graphile-worker' ? seedJobs(db.jobs, rows) : seedOutbox(db.url, rows));
-  const args = Array.from({ length: processes }, () => [system, db.url, JSON.stringify(setting)]);
+  const args = Array.from({ length: processes }, () => [system, db.url, JSON.stringify({ ...setting, rows })]);
   const { seconds, done } = await runTogether('bench/relay-process.ts', args);
+  earlyIdles += done.filter((line) => Number(line.pendingAtIdle) > 0).length;
   const published = done.reduce((sum, line) => sum + Number(line.published), 0);
   if (published !== rows) throw new Error(`${system} with ${processes} process(es) published ${published} of ${rows} rows`);
   return rows / seconds;
 }
+
+/** Processes of ours whose first `idle` came while rows were still unpublished (counted for the step's details). */
+let earlyIdles = 0;
 
 /** One setting's rate in the sweep. */
 interface SweepResult {
@@ -182,6 +186,7 @@ export async function outboxRelayFigures(
   jobs.on('error', () => undefined);
   jobs.on('connect', (client) => client.on('error', () => undefined));
   const db: RelayDatabase = { url: created.location, jobs };
+  earlyIdles = 0;
   try {
     await runMigrations({ pgPool: jobs });
     const swept = await sweep(db, sweepRows, short, log);
@@ -200,7 +205,8 @@ export async function outboxRelayFigures(
       figures.push(...baselineFigures(rows, processes, chosen, samples));
     }
     figures.push(...oursFigures(chosen.ours, pollVariant.setting, samplesByProcesses));
-    const details = { sweepRows, rows, reps, sweep: swept, chosen, measured };
+    log(`  ours: ${earlyIdles} process run(s) went idle with rows still unpublished (each waited until every row was)`);
+    const details = { sweepRows, rows, reps, sweep: swept, chosen, measured, earlyIdles };
     return { figures, details, report: relayTable(chosen, measured) };
   } finally {
     await jobs.end();

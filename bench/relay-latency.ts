@@ -25,7 +25,7 @@ interface Latency {
 async function latencyOf(url: string, system: 'ours' | 'graphile-worker', rate: number, rows: number): Promise<Latency> {
   const setting = relayDefaults(system);
   const { seconds, done } = await runChildrenTogether([
-    ['bench/relay-process.ts', [system, url, JSON.stringify({ ...setting, latencyRows: rows })]],
+    ['bench/relay-process.ts', [system, url, JSON.stringify({ ...setting, rows, latency: true })]],
     ['bench/relay-producer.ts', [system === 'ours' ? 'outbox' : 'jobs', url, String(rate), String(rows)]],
   ]);
   const relay = done.find((line) => 'published' in line);

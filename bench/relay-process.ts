@@ -3,11 +3,14 @@
  *
  *   node --import tsx bench/relay-process.ts <ours|raw|graphile-worker> <postgres url> <options JSON>
  *
- * The options are a `RelaySetting` (bench/relay-settings.ts), plus `latencyRows` for the latency figure.
- * Drain mode (no `latencyRows`): connects, prints `{"event":"ready"}`, starts when a line arrives on stdin, relays
- * due rows to a no-op publisher until none is left, then prints `{"event":"done","published":n}` and exits.
+ * The options are a `RelaySetting` (bench/relay-settings.ts), plus `rows` (the rows all processes publish
+ * together) and `latency` for the latency figure.
+ * Drain mode: connects, prints `{"event":"ready"}`, starts when a line arrives on stdin, relays due rows to a no-op
+ * publisher until none is left, then prints `{"event":"done","published":n}` and exits. Ours ends when every row
+ * was published (counted over all processes from the database), not at its first `idle` event: `idle` can come
+ * while a pass the loop overtook still delivers rows it claimed, and `stop()` would give those back unpublished.
  * Latency mode (ours and graphile-worker): starts its loop before it is ready (idle, as a relay waiting for work
- * is), relays until `latencyRows` rows were published, then prints `{"event":"done","published":n,"latenciesMs":
+ * is), relays until `rows` rows were published, then prints `{"event":"done","published":n,"latenciesMs":
  * {"median":..,"p99":..}}`: publish time minus each row's commit time (ours: `created_at`, which the producer
  * sets in its one-statement transaction; graphile-worker: the job's `run_at`, its transaction's `now()`).
  * Each relay loads only its own modules, before it is ready (the baselines start without MikroORM).
@@ -26,31 +29,48 @@ interface Relay {
 }
 
 const [kind, url, json] = process.argv.slice(2);
-const options = JSON.parse(json ?? '{}') as RelaySetting & { latencyRows?: number };
-const latencyRows = options.latencyRows;
+const options = JSON.parse(json ?? '{}') as RelaySetting & { rows: number; latency?: boolean };
+const latency = options.latency === true;
 /** Publish time minus commit time of every row, in latency mode. */
 const latencies: number[] = [];
 /** The publisher every relay hands its messages to: a no-op, or in latency mode a clock reading. */
 const publish = (committedAt: Date) => {
-  if (latencyRows !== undefined) latencies.push(Date.now() - committedAt.getTime());
+  if (latency) latencies.push(Date.now() - committedAt.getTime());
 };
 let published = 0;
 let allPublished!: () => void;
-/** Resolves in latency mode when `latencyRows` rows were published. */
+/** Resolves in latency mode when `rows` rows were published. */
 const everyRow = new Promise<void>((resolve) => {
   allPublished = resolve;
 });
 const count = () => {
-  if (++published === latencyRows) allPublished();
+  if (++published === options.rows) allPublished();
 };
 
-/** mikro-orm-saga's dispatcher: its `start()` loop, until a pass claims nothing (drain) or every row came (latency). */
+/** Rows no relay process has published yet, at the first `idle` of ours (for the done line). */
+let pendingAtIdle: number | undefined;
+
+/** Waits until no outbox row is left unpublished, asking every 5 ms; returns how many were left at first. */
+async function untilNonePending(client: pg.Client): Promise<number> {
+  const pending = async () =>
+    Number((await client.query<{ n: string }>('select count(*) as n from saga_outbox where dispatched_at is null')).rows[0]!.n);
+  const first = await pending();
+  for (let left = first; left > 0; left = await pending()) await new Promise((resolve) => setTimeout(resolve, 5));
+  return first;
+}
+
+/** mikro-orm-saga's dispatcher: its `start()` loop, until every row was published (drain) or came (latency). */
 function ours(): Relay {
   let orm!: MikroORM;
   let dispatcher!: import('../src/index.js').SagaDispatcher;
   let idle!: Promise<void>;
+  /** Asks the database whether rows are left, connected before the start (not timed). */
+  let client!: pg.Client;
   return {
     async connect() {
+      const { default: pg } = await import('pg');
+      client = new pg.Client(url);
+      await client.connect();
       const { MikroORM } = await import('@mikro-orm/core');
       const { ormOptions } = await import('../test/support/orm-options.js');
       const { SagaDispatcher, SagaRuntime, silentLogger } = await import('../src/index.js');
@@ -78,16 +98,21 @@ function ours(): Relay {
       await idle;
     },
     async drain() {
-      if (latencyRows !== undefined) await everyRow;
-      // The loop an application runs (`start()`), until a pass claims nothing; stop() waits for the passes in flight.
+      if (latency) await everyRow;
+      // The loop an application runs (`start()`), until a pass claims nothing and every row is published; stop()
+      // waits for the passes in flight.
       else {
         dispatcher.start();
         await idle;
+        pendingAtIdle = await untilNonePending(client);
       }
       await dispatcher.stop();
       return published;
     },
-    close: () => orm.close(true),
+    async close() {
+      await client.end();
+      await orm.close(true);
+    },
   };
 }
 
@@ -194,11 +219,11 @@ if (!make || !url || !json) {
 }
 const relay = make();
 await relay.connect();
-if (latencyRows !== undefined) await relay.start?.();
+if (latency) await relay.start?.();
 process.stdout.write(`${JSON.stringify({ event: 'ready' })}\n`);
 await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()));
 process.stdin.pause();
 const total = await relay.drain();
-const latency = latencyRows === undefined ? {} : { latenciesMs: percentiles(latencies) };
-process.stdout.write(`${JSON.stringify({ event: 'done', published: total, ...latency })}\n`);
+const extra = latency ? { latenciesMs: percentiles(latencies) } : pendingAtIdle === undefined ? {} : { pendingAtIdle };
+process.stdout.write(`${JSON.stringify({ event: 'done', published: total, ...extra })}\n`);
 await relay.close();
