@@ -9,6 +9,10 @@ export const BENCH_SETTINGS = SHORT
   ? {
       reps: 1,
       relayRows: 50,
+      // Two settings per relay.
+      sweepRows: 50,
+      latencyRate: 1_000,
+      latencySeconds: 2,
       firingTimers: 20,
       // One message per caller at 16 callers.
       stepMessages: 16,
@@ -20,7 +24,10 @@ export const BENCH_SETTINGS = SHORT
     }
   : {
       reps: Number(process.env.BENCH_REPS ?? 3),
-      relayRows: Number(process.env.BENCH_RELAY_ROWS ?? 20_000),
+      relayRows: Number(process.env.BENCH_RELAY_ROWS ?? 10_000),
+      sweepRows: Number(process.env.BENCH_SWEEP_ROWS ?? 5_000),
+      latencyRate: Number(process.env.BENCH_LATENCY_RATE ?? 1_000),
+      latencySeconds: Number(process.env.BENCH_LATENCY_SECONDS ?? 20),
       firingTimers: Number(process.env.BENCH_TIMERS ?? 1_000),
       stepMessages: Number(process.env.BENCH_STEPS ?? 2_400),
       sqliteTimers: Number(process.env.BENCH_SQLITE_TIMERS ?? 1_000),

@@ -4,6 +4,7 @@
  * leg (`legs/mikro-orm-7/run node --import tsx bench/mikro-orm-7-entry.ts`), which prints its figures as JSON.
  */
 import { spawn } from 'node:child_process';
+import { loadavg } from 'node:os';
 import { Utils } from '@mikro-orm/core';
 import { BENCH_SETTINGS, SHORT } from './bench-settings.js';
 import type { FigureResult } from './figure-stats.js';
@@ -13,8 +14,28 @@ import { timerFiringFigures } from './timer-firing.js';
 /** A figure of `bench/results/latest.json`, with the MikroORM version it was measured on. */
 export type ReportedFigure = FigureResult & { readonly orm: string };
 
+/** What a step yields besides its figures: data for `latest.json` (`details`) and a table to print (`report`). */
+export interface StepOutput {
+  readonly figures: FigureResult[];
+  readonly details?: Readonly<Record<string, unknown>>;
+  readonly report?: string;
+}
+
 /** One measurement of the run: its name for the progress lines, and the figures it yields. */
-export type BenchStep = readonly [what: string, measure: () => Promise<FigureResult[]>];
+export type BenchStep = readonly [what: string, measure: () => Promise<FigureResult[] | StepOutput>];
+
+/** One step as `latest.json` records it: how long it took and the load average (1, 5, 15 min) before and after. */
+export interface StepRecord {
+  readonly what: string;
+  readonly seconds: number;
+  readonly loadBefore: readonly number[];
+  readonly loadAfter: readonly number[];
+  readonly details?: Readonly<Record<string, unknown>>;
+  readonly report?: string;
+}
+
+/** `os.loadavg()`, rounded to two decimals. */
+export const loadNow = () => loadavg().map((n) => Math.round(n * 100) / 100);
 
 /** The MikroORM version this process loaded ("6.6.16" by default, "7.2.1" under the v7 leg). */
 export const ORM_VERSION: string = Utils.getORMVersion();
@@ -31,15 +52,35 @@ export const BOTH_MAJORS_STEPS: readonly BenchStep[] = [
   ['saga step, SQLite', () => sagaStepFigures('sqlite', reps, stepMessages)],
 ];
 
-/** Runs the steps one after the other, logs each one's duration, and tags every figure not yet tagged with `ORM_VERSION`. */
-export async function measureSteps(steps: readonly BenchStep[], log: (line: string) => void): Promise<ReportedFigure[]> {
+/**
+ * Runs the steps one after the other, logs each one's duration and the load average before and after it, and
+ * tags every figure not yet tagged with `ORM_VERSION`.
+ */
+export async function measureSteps(
+  steps: readonly BenchStep[],
+  log: (line: string) => void,
+): Promise<{ figures: ReportedFigure[]; steps: StepRecord[] }> {
   const figures: ReportedFigure[] = [];
+  const records: StepRecord[] = [];
   for (const [what, measure] of steps) {
     const at = Date.now();
-    figures.push(...(await measure()).map((figure) => ({ orm: ORM_VERSION, ...figure })));
-    log(`${what}: ${((Date.now() - at) / 1000).toFixed(0)} s`);
+    const loadBefore = loadNow();
+    const measured = await measure();
+    const output: StepOutput = Array.isArray(measured) ? { figures: measured } : measured;
+    figures.push(...output.figures.map((figure) => ({ orm: ORM_VERSION, ...figure })));
+    const seconds = Math.round((Date.now() - at) / 1000);
+    const loadAfter = loadNow();
+    log(`${what}: ${seconds} s, load average ${loadBefore.join(' ')} before, ${loadAfter.join(' ')} after`);
+    records.push({
+      what,
+      seconds,
+      loadBefore,
+      loadAfter,
+      ...(output.details ? { details: output.details } : {}),
+      ...(output.report ? { report: output.report } : {}),
+    });
   }
-  return figures;
+  return { figures, steps: records };
 }
 
 /**

@@ -33,6 +33,14 @@ export interface FigureResult {
   readonly limit?: Limit;
   /** What each process claimed, one array per measured run of ours. */
   readonly claimedPerProcess?: readonly (readonly number[])[];
+  /** The settings ours and the baseline ran with, where the figure compares settings (the relay figures). */
+  readonly settings?: FigureSettings;
+}
+
+/** A figure's settings of ours and of its baseline, each with where it came from (defaults or a sweep). */
+export interface FigureSettings {
+  readonly ours: Readonly<Record<string, unknown>>;
+  readonly baseline: Readonly<Record<string, unknown>>;
 }
 
 export function spreadOf(samples: readonly number[]): Spread {
@@ -47,6 +55,7 @@ export function spreadOf(samples: readonly number[]): Spread {
 export interface FigureExtras {
   readonly limit?: { readonly name: string; readonly samples: readonly number[] };
   readonly claimedPerProcess?: readonly (readonly number[])[];
+  readonly settings?: FigureSettings;
 }
 
 const ratioOf = (ours: Spread, other: Spread) => Math.round((ours.median / other.median) * 100) / 100;
@@ -58,7 +67,7 @@ export function compare(
   ours: readonly number[],
   baseline: { name: string; samples: readonly number[] },
   target: number,
-  { limit, claimedPerProcess }: FigureExtras = {},
+  { limit, claimedPerProcess, settings }: FigureExtras = {},
 ): FigureResult {
   const o = spreadOf(ours);
   const b = spreadOf(baseline.samples);
@@ -76,6 +85,7 @@ export function compare(
     runs: ours.length,
     ...(limit && l ? { limit: { name: limit.name, ...l, ratio: ratioOf(o, l) } } : {}),
     ...(claimedPerProcess ? { claimedPerProcess } : {}),
+    ...(settings ? { settings } : {}),
   };
 }
 

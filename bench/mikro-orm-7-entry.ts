@@ -10,5 +10,5 @@ if (!ORM_VERSION.startsWith('7.')) {
   console.error(`bench/mikro-orm-7-entry.ts loaded MikroORM ${ORM_VERSION}: run it through legs/mikro-orm-7/run`);
   process.exit(1);
 }
-const figures = await measureSteps(BOTH_MAJORS_STEPS, (line) => console.error(`MikroORM ${ORM_VERSION}: ${line}`));
+const { figures } = await measureSteps(BOTH_MAJORS_STEPS, (line) => console.error(`MikroORM ${ORM_VERSION}: ${line}`));
 console.info(JSON.stringify(figures));

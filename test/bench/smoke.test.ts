@@ -1,4 +1,6 @@
-// `npm run bench -- --short` keeps working: every figure runs against its baseline and lands in the JSON file.
+// `npm run bench -- --short` keeps working: every figure runs against its baseline and lands in the JSON file, with
+// the machine, the load average around each step, the relay's sweep (two settings per relay in short mode) and the
+// relay latencies.
 // On MikroORM 6 the run also measures timer firing and the saga step on 7 through the v7 leg. On 7 (the leg's own
 // run of this file) it leaves those two out (`--skip`): the run on 6 measured them on 7 already. It measures the
 // rest on 7 and does not recurse.
@@ -39,6 +41,57 @@ const SIX_ONLY = [1, 4, 16].map(
   (n) => new RegExp(`^saga step, ${n} callers? \\(SQLite, WAL, @mikro-orm/better-sqlite\\)[^/]* / ${PLAIN} / raw better-sqlite3`),
 );
 
+/** The relay figures: ours against each baseline at the defaults and at the best, in 1 and 2 processes; then ours alone. */
+const RELAY = [1, 2].flatMap((n) =>
+  ['defaults', 'best setting'].flatMap((which) => [
+    new RegExp(`^outbox relay, \\d+ rows, no-op publisher, ${n} process(es)?, each at its ${which} \\(PostgreSQL\\) / raw batch claim`),
+    new RegExp(`^outbox relay, \\d+ rows, no-op publisher, ${n} process(es)?, each at its ${which} \\(PostgreSQL\\) / graphile-worker`),
+  ]),
+);
+RELAY.push(
+  /^outbox relay: ours, 2 processes vs 1, at its defaults \/ ours, 1 process$/,
+  /^outbox relay: ours, 2 processes vs 1, at its best setting \/ ours, 1 process$/,
+  /^outbox relay: ours, pollIntervalMs 20 vs \d+ \(its default\), concurrency \d+, batchSize \d+, 1 process \/ ours, pollIntervalMs \d+$/,
+);
+
+/** A relay setting as a figure records it. */
+const relaySetting = {
+  concurrency: expect.any(Number),
+  batch: expect.toSatisfy((batch: unknown) => batch === null || typeof batch === 'number'),
+  pollMs: expect.toSatisfy((poll: unknown) => poll === null || typeof poll === 'number'),
+  from: expect.stringMatching(/^defaults$|^best of the sweep/),
+  description: expect.any(String),
+};
+
+const loadAverage = [expect.any(Number), expect.any(Number), expect.any(Number)];
+
+/** The machine and the load average at the start and end of the run, and before and after each step. */
+function expectMachineAndLoad(report: { machine: unknown; load: unknown; steps: unknown[] }): void {
+  expect(report.machine).toEqual({
+    cpus: expect.any(Number),
+    cpu: expect.any(String),
+    node: expect.any(String),
+    platform: expect.any(String),
+  });
+  expect(report.load).toEqual({ start: loadAverage, end: loadAverage });
+  for (const step of report.steps) {
+    expect(step).toMatchObject({ what: expect.any(String), seconds: expect.any(Number), loadBefore: loadAverage, loadAfter: loadAverage });
+  }
+}
+
+/** The relay step records its sweep (two settings per relay in short mode) and its choices; the latency step its ms. */
+function expectRelayDetails(steps: { what: string; details?: Record<string, unknown> }[]): void {
+  const relay = steps.find((step) => step.what === 'outbox relay')?.details as {
+    sweep: { system: string }[];
+    chosen: Record<string, unknown>;
+  };
+  expect(relay.sweep.map((result) => result.system)).toEqual(['ours', 'ours', 'raw', 'raw', 'graphile-worker', 'graphile-worker']);
+  expect(Object.keys(relay.chosen)).toEqual(['ours', 'raw', 'graphile-worker']);
+  const latency = steps.find((step) => step.what === 'relay latency')?.details;
+  const ms = { medianMs: expect.any(Number), p99Ms: expect.any(Number) };
+  expect(latency).toMatchObject({ rate: 1_000, ours: ms, graphileWorker: ms });
+}
+
 /** A figure as "name / baseline", and " / limit" when it has one. */
 function named(figure: Record<string, unknown>): string {
   const limit = figure.limit as { name: string } | undefined;
@@ -54,17 +107,21 @@ it('the short benchmark runs every figure with its baseline and writes one resul
       cwd: REPO_ROOT,
       env: { ...process.env, BENCH_OUT: out, DATABASE_URL: inject('postgresUrl') },
     });
-    const report = JSON.parse(await readFile(out, 'utf8')) as { short: boolean; figures: Record<string, unknown>[] };
+    const report = JSON.parse(await readFile(out, 'utf8')) as {
+      short: boolean;
+      machine: Record<string, unknown>;
+      load: Record<string, unknown>;
+      steps: { what: string; details?: Record<string, unknown> }[];
+      figures: Record<string, unknown>[];
+    };
     expect(report.short).toBe(true);
+    expectMachineAndLoad(report);
+    expectRelayDetails(report.steps);
     const names = report.figures.map(named);
-    const total = onSix ? 18 + BOTH_MAJORS.length + SIX_ONLY.length : 18 - BOTH_MAJORS.length;
+    const total = onSix ? 24 + BOTH_MAJORS.length + SIX_ONLY.length : 24 - BOTH_MAJORS.length;
     expect(names).toHaveLength(total);
     for (const wanted of [
-      /^outbox relay, \d+ rows, no-op publisher, 1 process .* \/ raw batch claim/,
-      /^outbox relay, \d+ rows, no-op publisher, 1 process .* \/ graphile-worker/,
-      /^outbox relay, \d+ rows, no-op publisher, 2 processes .* \/ raw batch claim/,
-      /^outbox relay, \d+ rows, no-op publisher, 2 processes .* \/ graphile-worker/,
-      /^outbox relay: ours, 2 processes vs 1 \/ ours, 1 process$/,
+      ...RELAY,
       ...BOTH_MAJORS,
       ...(onSix ? SIX_ONLY : []),
       /^SQLite dispatcher, .*3 processes vs 1 \(rollback journal\) \/ ours, 1 process$/,
@@ -92,6 +149,7 @@ it('the short benchmark runs every figure with its baseline and writes one resul
     }
     const isStep = (f: Record<string, unknown>) => /^saga step, /.test(f.name as string);
     const isProcesses = (f: Record<string, unknown>) => /3 processes vs 1/.test(f.name as string);
+    const isRelay = (f: Record<string, unknown>) => /^outbox relay/.test(f.name as string);
     // Every saga step against plain MikroORM at 1.0; three SQLite processes against one at 0.9.
     expect(report.figures.filter(isStep).map((f) => f.target)).toEqual(report.figures.filter(isStep).map(() => 1));
     expect(report.figures.filter(isProcesses).map((f) => f.target)).toEqual([0.9, 0.9, 0.9, 0.9]);
@@ -113,6 +171,8 @@ it('the short benchmark runs every figure with its baseline and writes one resul
         ...(isStep(figure) ? { limit: { name: expect.any(String), ...spread, ratio: expect.any(Number) } } : {}),
         // What each of the three processes claimed, in the one run of the short mode.
         ...(isProcesses(figure) ? { claimedPerProcess: [[expect.any(Number), expect.any(Number), expect.any(Number)]] } : {}),
+        // The relay's settings: ours and the baseline, each with where it came from.
+        ...(isRelay(figure) ? { settings: { ours: relaySetting, baseline: relaySetting } } : {}),
       });
       expect((figure.ours as { median: number }).median).toBeGreaterThan(0);
       expect((figure.baseline as { median: number }).median).toBeGreaterThan(0);
@@ -121,6 +181,16 @@ it('the short benchmark runs every figure with its baseline and writes one resul
     // The table prints each step's ratio against its limit, and what each process claimed.
     expect(stdout.match(/^\| {3}ours against the limit \(no target\)/gm) ?? []).toHaveLength(report.figures.filter(isStep).length);
     expect(stdout).toMatch(/^SQLite dispatcher, .*3 processes vs 1 \(WAL\): claimed per process, each run: \d+ \+ \d+ \+ \d+$/m);
+    // Each relay's two rows with their settings, and the latencies in ms with the ratio graphile-worker / ours.
+    for (const relay of ['ours', 'raw batch claim \\+ batch stamp', 'graphile-worker']) {
+      expect(stdout).toMatch(
+        new RegExp(`^\\| ${relay} +\\| its defaults +\\| concurrency|^\\| ${relay} +\\| its defaults +\\| 1 publish`, 'm'),
+      );
+      expect(stdout).toMatch(new RegExp(`^\\| ${relay} +\\| best of the sweep +\\| `, 'm'));
+    }
+    expect(stdout).toMatch(/^\| median +\| \d+ +\| \d+ +\| [\d.]+ +\|$/m);
+    expect(stdout).toMatch(/^\| p99 +\| \d+ +\| \d+ +\| [\d.]+ +\|$/m);
+    expect(stdout).toMatch(/^load average [\d. ]+ at the start, [\d. ]+ at the end/m);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
