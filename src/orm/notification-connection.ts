@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { openKnexNotificationClient } from './mikro-orm-6/knex-notification-client.js';
 import { openPgNotificationClient } from './mikro-orm-7/pg-notification-client.js';
+import type { NotificationClient } from './notification-client.js';
 import { ORM_MAJOR } from './orm-major.js';
 import { logQuery } from './sql-execution.js';
 
@@ -10,19 +11,6 @@ import { logQuery } from './sql-execution.js';
  * a notification reaches only the session that listens. How to open one differs by MikroORM major (knex's raw
  * connection on 6, a client of MikroORM's pg pool's own class and settings on 7); both are a pg client.
  */
-
-/** What the two majors hand over: a connected pg client, and how to close it. */
-export interface NotificationClient {
-  readonly client: PgClientLike;
-  close(): Promise<void>;
-}
-
-/** The slice of pg's `Client` a notification connection uses. */
-export interface PgClientLike {
-  query(text: string): Promise<unknown>;
-  on(event: 'notification', listener: (message: { channel: string }) => void): unknown;
-  on(event: 'error' | 'end', listener: (error?: unknown) => void): unknown;
-}
 
 /** What a {@link NotificationConnection} tells its owner. */
 export interface NotificationHandlers {
@@ -49,7 +37,7 @@ export async function openNotificationConnection(
   em: EntityManager,
   handlers: NotificationHandlers,
 ): Promise<NotificationConnection | undefined> {
-  const opened = await (ORM_MAJOR === 6 ? openKnexNotificationClient(em) : openPgNotificationClient(em));
+  const opened: NotificationClient | undefined = await (ORM_MAJOR === 6 ? openKnexNotificationClient(em) : openPgNotificationClient(em));
   if (!opened) return undefined;
   const { client } = opened;
   let ended = false;

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/core';
-import type { NotificationClient, PgClientLike } from '../notification-connection.js';
+import type { NotificationClient, PgClientLike } from '../notification-client.js';
 
 /** The slice of knex's PostgreSQL client that opens a connection outside its pool. */
 interface KnexRawConnections {

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/core';
-import type { NotificationClient, PgClientLike } from '../notification-connection.js';
+import type { NotificationClient, PgClientLike } from '../notification-client.js';
 
 /** The slice of pg's pool that makes a client outside it. */
 interface PgPoolLike {
