@@ -119,7 +119,9 @@ export class SagaDispatcher implements AsyncDisposable {
     this.controller = controller;
     const unsubscribe = this.options.runtime.rowsDue.on((table) => this.rowsDue([table]));
     const listening = this.listenWhileRunning(controller.signal);
-    this.loop = Promise.all([this.runLoop(controller.signal), listening]).then(unsubscribe, unsubscribe);
+    this.loop = Promise.all([this.runLoop(controller.signal), listening])
+      .then(() => undefined)
+      .finally(unsubscribe);
   }
 
   /** Rows of `tables` became due: they rest no longer, and a waiting loop claims at once. */

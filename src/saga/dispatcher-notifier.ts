@@ -1,6 +1,6 @@
 import type { DatabaseContext } from '../sql/database-context.js';
 import { dispatcherChannel, notifyStatement } from '../sql/notification-statements.js';
-import { sendStatement } from '../sql/sql-executor.js';
+import { type SqlStatement, sendStatement } from '../sql/sql-executor.js';
 
 /**
  * Wakes the dispatchers of other processes (PostgreSQL's NOTIFY on the library tables' channel) when a unit of work
@@ -10,7 +10,7 @@ import { sendStatement } from '../sql/sql-executor.js';
  * It never fails or delays the unit: a failed NOTIFY is dropped, and the dispatchers' polls find the rows.
  */
 export class DispatcherNotifier {
-  private readonly statement;
+  private readonly statement: SqlStatement;
   private sending = false;
   private again = false;
 
