@@ -32,6 +32,11 @@ export interface DialectAdapter {
    * back that could have joined the next group.
    */
   readonly groupsAtOnce: number;
+  /**
+   * Whether a session can wake others that listen on a channel (PostgreSQL's LISTEN/NOTIFY): a runtime then wakes
+   * the dispatchers of other processes when it commits rows due at once.
+   */
+  readonly notifiesListeners: boolean;
   /** A SQL expression that yields a new random uuid for each row it is evaluated for. */
   readonly newTokenSql: string;
   /**
@@ -74,6 +79,7 @@ const postgresql: DialectAdapter = {
   commitCanFailAfterApplying: true,
   updatesInWith: true,
   groupsAtOnce: 2,
+  notifiesListeners: true,
   newTokenSql: 'gen_random_uuid()',
   pendingById: postgresPendingById,
   claimSettings: ['set local enable_sort = off', 'set local jit = off'],
@@ -89,6 +95,7 @@ const sqlite: DialectAdapter = {
   commitCanFailAfterApplying: false,
   updatesInWith: false,
   groupsAtOnce: 1,
+  notifiesListeners: false,
   // A version 4 uuid from random pieces; randomblob() is evaluated again for every row an UPDATE touches.
   newTokenSql:
     "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))",

@@ -29,6 +29,11 @@ export interface DispatcherEvents {
    */
   drained: () => void;
   /**
+   * The loop's connection of its own LISTENs for the commits of other processes (PostgreSQL, the `listen` option):
+   * emitted when the loop starts listening, and again each time it listens after the connection was lost.
+   */
+  listening: () => void;
+  /**
    * A pass failed as a whole (usually the database is unreachable); the loop now waits and then tries again.
    * The error is a `SagaDispatchError` whose `result` says what the pass did first.
    */
@@ -43,6 +48,7 @@ export class DispatcherEventListeners {
     pass: new Set(),
     idle: new Set(),
     drained: new Set(),
+    listening: new Set(),
     passFailed: new Set(),
   };
 

@@ -61,6 +61,8 @@ export const DISPATCHER_DEFAULTS = Object.freeze({
   stopGraceMs: 10_000,
   /** Whether the schema is checked before the first pass. */
   verifySchema: true,
+  /** PostgreSQL: whether the loop listens for other processes' commits of rows due at once (LISTEN/NOTIFY). */
+  listen: true,
 });
 
 /** Hands one outbox message to the application's broker; resolve when it is accepted. */
@@ -153,6 +155,14 @@ export interface SagaDispatcherOptions {
    * Default true.
    */
   readonly verifySchema?: boolean;
+  /**
+   * PostgreSQL: while the loop runs, hold a connection of its own (outside MikroORM's pool) that LISTENs for the
+   * NOTIFY runtimes send when they commit an outbox message or a timer due at once (the runtime's
+   * `notifyDispatchers`), in this process or another: a waiting loop then claims at once instead of at its next
+   * poll. A lost connection is logged and opened again with the loop's backoff while the loop polls. `false`: poll
+   * only (one connection less). No effect on SQLite. Default true.
+   */
+  readonly listen?: boolean;
 }
 
 /** {@link SagaDispatcherOptions} with every default applied. */
@@ -173,14 +183,16 @@ export interface ResolvedDispatcherOptions {
   readonly stopTimeoutMs: number;
   readonly logger: SagaLogger;
   readonly verifySchema: boolean;
+  readonly listen: boolean;
+}
+
+function fail(message: string): never {
+  throw new SagaDefinitionError('OPTION_INVALID', `SagaDispatcher: ${message}`);
 }
 
 /** Applies the documented defaults and checks every option's range. */
 export function resolveDispatcherOptions(options: SagaDispatcherOptions): ResolvedDispatcherOptions {
   const defaults = DISPATCHER_DEFAULTS;
-  const fail = (message: string): never => {
-    throw new SagaDefinitionError('OPTION_INVALID', `SagaDispatcher: ${message}`);
-  };
   if (!options?.runtime) fail("'runtime' is required: pass the SagaRuntime timers are delivered through.");
   if (options.publish !== undefined && typeof options.publish !== 'function')
     fail("'publish' must be an async function taking an envelope.");
@@ -245,6 +257,7 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
     ),
     logger: options.logger ?? consoleLogger('warn'),
     verifySchema: options.verifySchema ?? defaults.verifySchema,
+    listen: options.listen ?? defaults.listen,
   };
 }
 

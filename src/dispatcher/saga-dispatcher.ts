@@ -18,10 +18,12 @@ import {
 import type { Mutable } from './held-row.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { LoopWakeup } from './loop-wakeup.js';
+import { NotificationListener } from './notification-listener.js';
 import { OutboxRelay } from './outbox-relay.js';
 import { PendingOutcomes } from './pending-outcomes.js';
 import { RowDeliveries } from './row-deliveries.js';
 import { RowOutcomes } from './row-outcomes.js';
+import { reportLockedStamps, reportUnwrittenOutcomes } from './stop-reports.js';
 import { TableRest } from './table-rest.js';
 import { TimerFiring } from './timer-firing.js';
 
@@ -115,11 +117,31 @@ export class SagaDispatcher implements AsyncDisposable {
     if (this.loop) throw new SagaError('OPTION_INVALID', 'SagaDispatcher.start(): the dispatcher is already running.');
     const controller = new AbortController();
     this.controller = controller;
-    const unsubscribe = this.options.runtime.rowsDue.on((table) => {
-      this.rest.rowsDue(table);
-      this.wakeup.ring();
+    const unsubscribe = this.options.runtime.rowsDue.on((table) => this.rowsDue([table]));
+    const listening = this.listenWhileRunning(controller.signal);
+    this.loop = Promise.all([this.runLoop(controller.signal), listening])
+      .then(() => undefined)
+      .finally(unsubscribe);
+  }
+
+  /** Rows of `tables` became due: they rest no longer, and a waiting loop claims at once. */
+  private rowsDue(tables: readonly DispatchTable[]): void {
+    for (const table of tables) this.rest.rowsDue(table);
+    this.wakeup.ring();
+  }
+
+  /** Listens for other processes' commits while the loop runs (PostgreSQL, `listen`); resolves once that stopped. */
+  private async listenWhileRunning(signal: AbortSignal): Promise<void> {
+    if (!this.options.listen || !this.context.dialect.notifiesListeners) return;
+    const { clock, logger, pollIntervalMs, dbRetryMaxMs } = this.options;
+    const listener = new NotificationListener({
+      context: this.context,
+      ...{ clock, logger, pollIntervalMs, dbRetryMaxMs },
+      // The notification names no table: both rest no longer.
+      onRowsDue: () => this.rowsDue(Object.values(DISPATCH_TABLES)),
+      onListening: () => this.events.emit('listening'),
     });
-    this.loop = this.runLoop(controller.signal).finally(unsubscribe);
+    await listener.run(signal);
   }
 
   /**
@@ -146,8 +168,8 @@ export class SagaDispatcher implements AsyncDisposable {
         (loop ?? Promise.resolve())
           .then(() => (orm.closed ? undefined : this.pending.write()))
           .then(
-            () => this.reportLockedStamps(),
-            (error: unknown) => this.reportUnwrittenOutcomes(error),
+            () => reportLockedStamps(logger, this.pending),
+            (error: unknown) => reportUnwrittenOutcomes(logger, this.pending, error),
           )
           .then(() => 'finished' as const),
         clock.sleep(stopTimeoutMs, giveUp.signal).then(() => 'timed out' as const),
@@ -169,22 +191,6 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     this.loop = undefined;
     this.controller = undefined;
-  }
-
-  /** Logs the published stamps stop() leaves behind because another transaction still holds their rows locked. */
-  private reportLockedStamps(): void {
-    const left = this.pending.ids();
-    if (left.length === 0) return;
-    const named = `${left.slice(0, 10).join(', ')}${left.length > 10 ? ` and ${left.length - 10} more` : ''}`;
-    this.options.logger.error(
-      `dispatcher stop(): ${left.length} published outbox message(s) could not be stamped, another transaction holds their rows locked (${named}); once it ends and their lease has run out, they are claimed and published again, charged as a lost delivery`,
-    );
-  }
-
-  private reportUnwrittenOutcomes(error: unknown): void {
-    this.options.logger.error(
-      `dispatcher stop(): ${this.pending.size} row outcome(s) could not be written (the database is away); those rows are claimed again after their lease, a started one charged as a lost delivery: ${describe(error)}`,
-    );
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

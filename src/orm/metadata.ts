@@ -33,9 +33,14 @@ export function quoteName(em: EntityManager, name: string): string {
   return em.getPlatform().quoteIdentifier(name);
 }
 
+/** The entity's table as its metadata names it, schema-qualified where it names a schema; unquoted. */
+export function qualifiedTableName(meta: EntityMetadata): string {
+  return meta.schema ? `${meta.schema}.${meta.tableName}` : meta.tableName;
+}
+
 /** The entity's table, quoted and schema-qualified. */
 export function tableOf(em: EntityManager, meta: EntityMetadata): string {
-  return quoteName(em, meta.schema ? `${meta.schema}.${meta.tableName}` : meta.tableName);
+  return quoteName(em, qualifiedTableName(meta));
 }
 
 /** The quoted column of `property`. */

@@ -4,13 +4,21 @@ import type { UnitOfWorkPlan } from './unit-of-work/unit-of-work-plan.js';
 /** Hears that a committed unit of work wrote rows of `table` due at once. */
 export type RowsDueListener = (table: DispatchTable) => void;
 
+/** Wakes the dispatchers of other processes (`DispatcherNotifier`). */
+export interface OtherDispatchers {
+  rowsDue(): void;
+}
+
 /**
  * Tells the dispatchers running in this process on the same runtime that a unit of work committed rows due at
- * once (an outbox message, a timer due now), so an idle loop claims them now rather than at its next poll.
- * Dispatchers in other processes still find them by polling.
+ * once (an outbox message, a timer due now), so an idle loop claims them now rather than at its next poll; and,
+ * through `others` (PostgreSQL's NOTIFY), the dispatchers of other processes that listen.
  */
 export class RowsDue {
   private readonly listeners = new Set<RowsDueListener>();
+
+  /** @param others wakes the dispatchers of other processes; none: they find the rows by polling. */
+  constructor(private readonly others?: OtherDispatchers) {}
 
   /** Subscribes; returns the unsubscribe function. */
   on(listener: RowsDueListener): () => void {
@@ -20,9 +28,12 @@ export class RowsDue {
 
   /** Called once a unit's write of `plan` committed at `now`. */
   committed(plan: UnitOfWorkPlan, now: Date): void {
-    if (this.listeners.size === 0) return;
-    if (plan.outbox.length > 0) this.notify(DISPATCH_TABLES.outbox);
-    if (plan.timers.some((timer) => timer.dueAt.getTime() <= now.getTime())) this.notify(DISPATCH_TABLES.timer);
+    if (this.listeners.size === 0 && !this.others) return;
+    const outbox = plan.outbox.length > 0;
+    const timers = plan.timers.some((timer) => timer.dueAt.getTime() <= now.getTime());
+    if (outbox || timers) this.others?.rowsDue();
+    if (outbox) this.notify(DISPATCH_TABLES.outbox);
+    if (timers) this.notify(DISPATCH_TABLES.timer);
   }
 
   private notify(table: DispatchTable): void {

@@ -44,6 +44,8 @@ export const RUNTIME_DEFAULTS = Object.freeze({
   }),
   /** Records deleted per statement by `purgeExpiredMessageIds()` (and the operator's `purge`). */
   purgeBatchSize: 1_000,
+  /** PostgreSQL: a commit of rows due at once wakes the dispatchers of other processes (NOTIFY). */
+  notifyDispatchers: true,
 });
 
 /** The limits of group commit (`groupCommit` of the runtime's options, resolved). */
@@ -99,6 +101,14 @@ export interface SagaRuntimeOptions {
    */
   readonly verifySchema?: boolean;
   /**
+   * PostgreSQL: after a unit of work commits an outbox message or a timer due at once, send one NOTIFY (on a pooled
+   * connection, outside the unit's transaction; coalesced, at most one in flight), which wakes the waiting
+   * dispatchers of other processes that listen (the dispatcher's `listen`): they claim the rows at once instead
+   * of at their next poll. A failed NOTIFY is ignored (polls find the rows). Turn it off behind a pooler that drops
+   * notifications (PgBouncer in transaction mode) or to save the statement. No effect on SQLite. Default true.
+   */
+  readonly notifyDispatchers?: boolean;
+  /**
    * Group commit: the write phases of units of work that are ready while earlier ones are being written are
    * written together, in one transaction with a savepoint per unit (each unit still commits or fails alone;
    * docs/guarantees.md). A unit that finds a group slot free is written at once. `false`: every unit of work
@@ -144,6 +154,7 @@ export interface ResolvedSagaRuntimeOptions {
   readonly onHandled: ((event: HandledEvent) => void) | undefined;
   readonly messageIds: { readonly retentionMs: number };
   readonly verifySchema: boolean;
+  readonly notifyDispatchers: boolean;
   /** False when every unit of work writes in its own transaction. */
   readonly groupCommit: GroupLimits | false;
 }
@@ -221,6 +232,7 @@ export function resolveRuntimeOptions(
     onHandled: options.onHandled,
     messageIds: { retentionMs },
     verifySchema: options.verifySchema ?? RUNTIME_DEFAULTS.verifySchema,
+    notifyDispatchers: options.notifyDispatchers ?? RUNTIME_DEFAULTS.notifyDispatchers,
     groupCommit,
   };
 }

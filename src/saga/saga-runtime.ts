@@ -12,6 +12,7 @@ import { callOptions } from './call-options.js';
 import { copyMessage } from './copy-message.js';
 import { checkCorrelationId } from './correlation-value.js';
 import type { SagaDefinition } from './define-saga.js';
+import { DispatcherNotifier } from './dispatcher-notifier.js';
 import type { HandleResult } from './handle-result.js';
 import { checkMessageId, MAX_PURGE_BATCH_SIZE, type PurgeResult, purgeHandledMessagesBefore } from './handled-messages.js';
 import { messageTypeOf } from './message-type-of.js';
@@ -52,8 +53,11 @@ export class SagaRuntime {
   readonly context: DatabaseContext;
   private readonly sagas: ReadonlyMap<string, RegisteredSaga>;
   private readonly metrics = new SagaMetrics();
-  /** @internal Units of work that committed rows due at once: the dispatchers on this runtime claim them at once. */
-  readonly rowsDue = new RowsDue();
+  /**
+   * @internal Units of work that committed rows due at once: the dispatchers on this runtime claim them at once, and
+   * on PostgreSQL (`notifyDispatchers`) those of other processes that listen.
+   */
+  readonly rowsDue: RowsDue;
   /** What its units of work use of it: options, dialect, counters and the writer of their write phases. */
   private readonly unitOfWork: UnitOfWorkRuntime;
   private schemaChecked: Promise<void> | undefined;
@@ -70,6 +74,8 @@ export class SagaRuntime {
     this.context = createDatabaseContext(options.em);
     this.dialect = this.context.dialect;
     this.options = resolveRuntimeOptions(options, this.dialect.groupsAtOnce);
+    const notifies = this.options.notifyDispatchers && this.dialect.notifiesListeners;
+    this.rowsDue = new RowsDue(notifies ? new DispatcherNotifier(this.context) : undefined);
     const writer = new UnitWriter(this.context, this.options.groupCommit);
     this.unitOfWork = {
       options: this.options,

@@ -10,6 +10,7 @@ import {
   entityMetadata,
   freshFork,
   type OrmCloseWatch,
+  qualifiedTableName,
   quoteName,
   storedProperties,
   tableOf,
@@ -21,6 +22,8 @@ import {
 export interface TableNames<TProperty extends string> {
   /** The table's name as the metadata has it, unquoted: for error messages and error details, never for SQL. */
   readonly name: string;
+  /** `schema.name` where the metadata names a schema, else `name`; unquoted, never for SQL. */
+  readonly qualifiedName: string;
   /** The quoted (and schema-qualified) table name. */
   readonly table: string;
   /** The quoted column name of each property. */
@@ -146,6 +149,7 @@ function tableNames<TProperty extends string>(em: EntityManager, meta: EntityMet
   }
   return {
     name: meta.tableName,
+    qualifiedName: qualifiedTableName(meta),
     table: tableOf(em, meta),
     column: column as Record<TProperty, string>,
     field: field as Record<TProperty, string>,

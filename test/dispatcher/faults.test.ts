@@ -572,8 +572,10 @@ for (const dialect of DIALECTS) {
           const runtime = new SagaRuntime({ em: dispatcherOrm.em, sagas: [scriptedSaga], clock });
           const dispatcher = dispatcherFor(runtime, { pollIntervalMs: 1_000, stopTimeoutMs: 5_000 });
           const idle = next(dispatcher, 'idle');
+          // On PostgreSQL its LISTEN connection goes through the proxy too: stop() is not held up by closing it.
+          const listening = dialect === 'postgresql' ? next(dispatcher, 'listening') : undefined;
           dispatcher.start();
-          await idle;
+          await Promise.all([idle, listening]);
           const lift = await silence();
           claimSent = deferred();
 

@@ -1,7 +1,8 @@
 // A loop waiting after an empty pass claims at once the rows a unit of work of its own runtime commits due at once
 // (an outbox message, a timer due now), instead of at its next poll; rows due later still wait for the poll.
 // 'drained' tells a loop that waits with nothing in flight from one whose overtaken pass still delivers.
-// Time only moves when a test moves the clock: none of these waits is a poll interval.
+// Time only moves when a test moves the clock: none of these waits is a poll interval. The loops do not LISTEN
+// (`listen: false`): wakes through PostgreSQL's NOTIFY are pinned in rows-due-in-other-processes.test.ts.
 import { describe, expect, it } from 'vitest';
 import { type OutboxEnvelope, SagaDispatcher, SagaRuntime, silentLogger } from '../../../src/index.js';
 import { FakeClock } from '../../../src/testing/index.js';
@@ -23,6 +24,7 @@ for (const dialect of DIALECTS) {
         clock,
         logger: silentLogger,
         pollIntervalMs: POLL_MS,
+        listen: false,
         publish: async (envelope) => {
           published.push(envelope);
           await onPublish?.();
