@@ -87,7 +87,7 @@ function ours(): Relay {
           publish(envelope.createdAt);
           count();
         },
-        concurrency: options.concurrency,
+        publishConcurrency: options.concurrency,
         batchSize: options.batch!,
         pollIntervalMs: options.pollMs!,
       });

@@ -5,7 +5,8 @@
  *
  * Connects, prints `{"event":"ready"}`, starts when a line arrives on stdin. Every 10 ms it commits the rows
  * owed by then (10 at 1,000 rows/s) in one statement, its own transaction: outbox rows whose `created_at` and
- * `available_at` are `clock_timestamp()` (the commit follows within the statement), or graphile-worker jobs
+ * `available_at` are `clock_timestamp()` (the commit follows within the statement), each commit followed by the
+ * NOTIFY a runtime sends after committing outbox rows, or graphile-worker jobs
  * through `addJobs` (one `add_jobs` call; `run_at` is its transaction's `now()`). Prints
  * `{"event":"done","inserted":n,"behindMs":..}` after `rows` rows; `behindMs` is the most a statement
  * ended after the time its last row was due (a few ms when the producer kept the rate).
@@ -35,6 +36,9 @@ async function producer(): Promise<{ insert(count: number, first: number): Promi
            from generate_series($1::int, $2::int) as i`,
           [first, first + count - 1],
         );
+        // As a runtime does after a unit of work committed outbox rows: wakes the dispatchers listening on the
+        // library's channel (the bench database's tables have the default names).
+        await client.query("select pg_notify('mikro_orm_saga:saga_outbox', '')");
       },
       close: () => client.end(),
     };

@@ -11,7 +11,7 @@ export type RelaySystem = (typeof RELAY_SYSTEMS)[number];
 
 /**
  * One setting of one relay, every value explicit.
- * - `concurrency`: ours `concurrency`; graphile-worker `concurrency` (jobs at once); raw: rows published at once.
+ * - `concurrency`: ours `publishConcurrency` (publishes at once; `concurrency` is its timer steps'); graphile-worker `concurrency` (jobs at once); raw: rows published at once.
  * - `batch`: ours `batchSize`; graphile-worker `localQueue.size` with batched completions on (null: no local
  *   queue, completions one by one, its default); raw: rows per claim.
  * - `pollMs`: ours `pollIntervalMs`; graphile-worker `pollInterval`; null for raw, which does not poll.
@@ -36,8 +36,8 @@ function graphileDefaults(): RelaySetting {
 /** Each system's defaults: ours from `SagaDispatcher.defaults`, graphile-worker from its config, raw by definition. */
 export function relayDefaults(system: RelaySystem): RelaySetting {
   if (system === 'ours') {
-    const { concurrency, batchSize, pollIntervalMs } = SagaDispatcher.defaults;
-    return { concurrency, batch: batchSize, pollMs: pollIntervalMs };
+    const { publishConcurrency, batchSize, pollIntervalMs } = SagaDispatcher.defaults;
+    return { concurrency: publishConcurrency, batch: batchSize, pollMs: pollIntervalMs };
   }
   // The hand-written relay's "defaults": claims of 100, one row published at a time.
   if (system === 'raw') return { concurrency: 1, batch: 100, pollMs: null };
@@ -70,7 +70,7 @@ export const settingKey = (system: RelaySystem, s: RelaySetting) => `${system} $
 /** The setting in words, in each system's own option names. */
 export function describeSetting(system: RelaySystem, s: RelaySetting): string {
   const poll = s.pollMs === null ? '' : `, poll ${s.pollMs} ms`;
-  if (system === 'ours') return `concurrency ${s.concurrency}, batchSize ${s.batch}${poll}`;
+  if (system === 'ours') return `publishConcurrency ${s.concurrency}, batchSize ${s.batch}${poll}`;
   if (system === 'raw') return `${s.concurrency} publish(es) at once, claims of ${s.batch}`;
   const queue = s.batch === null ? 'no local queue' : `localQueue.size ${s.batch}, batched completions`;
   return `concurrency ${s.concurrency}, ${queue}${poll}`;

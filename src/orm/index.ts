@@ -24,7 +24,7 @@ export {
   storedProperties,
   tableOf,
 } from './metadata.js';
-export { type NotificationConnection, type NotificationHandlers, openNotificationConnection } from './notification-connection.js';
+export { type NotificationConnection, openNotificationConnection } from './notification-connection.js';
 // executeSql and queryRows are imported by src/sql/sql-executor.ts alone, from ./sql-execution.js (.dependency-cruiser.cjs).
 export { isOrmClosed, OrmClosed, type OrmCloseWatch, untilOrmClosed, watchOrmClose } from './orm-close-watch.js';
 export { type ColumnValue, computeChangeSetsOnce, markWritten, plainRowUpdate, recordInsertedNulls } from './plain-update.js';
