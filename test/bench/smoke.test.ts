@@ -183,9 +183,7 @@ it('the short benchmark runs every figure with its baseline and writes one resul
     expect(stdout).toMatch(/^SQLite dispatcher, .*3 processes vs 1 \(WAL\): claimed per process, each run: \d+ \+ \d+ \+ \d+$/m);
     // Each relay's two rows with their settings, and the latencies in ms with the ratio graphile-worker / ours.
     for (const relay of ['ours', 'raw batch claim \\+ batch stamp', 'graphile-worker']) {
-      expect(stdout).toMatch(
-        new RegExp(`^\\| ${relay} +\\| its defaults +\\| (publishConcurrency|concurrency|1 publish)`, 'm'),
-      );
+      expect(stdout).toMatch(new RegExp(`^\\| ${relay} +\\| its defaults +\\| (publishConcurrency|concurrency|1 publish)`, 'm'));
       expect(stdout).toMatch(new RegExp(`^\\| ${relay} +\\| best of the sweep +\\| `, 'm'));
     }
     expect(stdout).toMatch(/^\| median +\| \d+ +\| \d+ +\| [\d.]+ +\|$/m);
