@@ -233,7 +233,7 @@ function oursFigures(chosen: Chosen, other: RelaySetting, samples: Record<number
   const from = (setting: RelaySetting) => (setting === chosen.best ? 'best of the sweep' : 'best of the sweep, other poll interval');
   figures.push(
     compare(
-      `outbox relay: ours, pollIntervalMs 20 vs ${slow.pollMs} (its default), concurrency ${fast.concurrency}, batchSize ${fast.batch}, 1 process`,
+      `outbox relay: ours, pollIntervalMs 20 vs ${slow.pollMs} (its default), publishConcurrency ${fast.concurrency}, batchSize ${fast.batch}, 1 process`,
       'rows/s',
       of(1, fast),
       { name: `ours, pollIntervalMs ${slow.pollMs}`, samples: of(1, slow) },

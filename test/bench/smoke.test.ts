@@ -51,7 +51,7 @@ const RELAY = [1, 2].flatMap((n) =>
 RELAY.push(
   /^outbox relay: ours, 2 processes vs 1, at its defaults \/ ours, 1 process$/,
   /^outbox relay: ours, 2 processes vs 1, at its best setting \/ ours, 1 process$/,
-  /^outbox relay: ours, pollIntervalMs 20 vs \d+ \(its default\), concurrency \d+, batchSize \d+, 1 process \/ ours, pollIntervalMs \d+$/,
+  /^outbox relay: ours, pollIntervalMs 20 vs \d+ \(its default\), publishConcurrency \d+, batchSize \d+, 1 process \/ ours, pollIntervalMs \d+$/,
 );
 
 /** A relay setting as a figure records it. */
