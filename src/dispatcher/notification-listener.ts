@@ -19,14 +19,15 @@ export interface NotificationListenerOptions {
   readonly onListening: () => void;
 }
 
-/** How the wait on a listening connection ended. */
-type Ending = 'lost' | 'stopped';
+/** How the wait on a listening connection ended: the connection was lost, the dispatcher stopped, the ORM closed. */
+type Ending = 'lost' | 'stopped' | 'closed';
 
 /**
  * A dispatcher's connection of its own (outside MikroORM's pool) that LISTENs on the library tables' channel, which
  * runtimes of other processes NOTIFY when they commit rows due at once (PostgreSQL). A lost connection is logged once
  * as a warning and opened again with the loop's backoff, while the loop keeps polling. Closed at stop, and when the
- * ORM is closed.
+ * ORM is closed; opened again when it connects again (`orm.reconnect()`). Each time it listens again, the loop is
+ * woken once: rows committed while it was away woke no one.
  */
 export class NotificationListener {
   private readonly channel: string;
@@ -35,12 +36,18 @@ export class NotificationListener {
     this.channel = dispatcherChannel(options.context);
   }
 
-  /** Listens until `signal` aborts (or the ORM is closed); resolves once the connection is closed. */
+  /** Listens until `signal` aborts; resolves once the connection is closed. */
   async run(signal: AbortSignal): Promise<void> {
     const { context, logger } = this.options;
     let failures = 0;
     let reopening = false;
-    while (!signal.aborted && !context.orm.closed) {
+    while (!signal.aborted) {
+      if (context.orm.closed) {
+        // orm.close() closed the connection; orm.reconnect() (or connect()) opens it again.
+        await this.untilOpen(signal);
+        reopening = true;
+        continue;
+      }
       let lost!: (error: unknown) => void;
       const whenLost = new Promise<unknown>((resolve) => {
         lost = resolve;
@@ -61,14 +68,22 @@ export class NotificationListener {
         await wait.done;
         continue;
       }
-      if (signal.aborted || context.orm.closed) return connection.close().catch(() => undefined);
+      if (signal.aborted) return connection.close().catch(() => undefined);
+      if (context.orm.closed) {
+        await connection.close().catch(() => undefined);
+        continue;
+      }
       failures = 0;
       if (reopening) logger.info('dispatcher: listening again for commits of other processes');
       this.options.onListening();
-      // Rows committed while the connection was away woke no one.
+      // Rows committed while the connection was away woke no one. (At start the loop's first passes claim what is due.)
       if (reopening) this.options.onRowsDue();
       const ending = await this.until(whenLost, signal);
-      if (ending !== 'lost') return connection.close().catch(() => undefined);
+      if (ending === 'stopped') return connection.close().catch(() => undefined);
+      if (ending === 'closed') {
+        await connection.close().catch(() => undefined);
+        continue;
+      }
       reopening = true;
       failures = 1;
       const wait = this.backoff(failures, signal);
@@ -77,6 +92,22 @@ export class NotificationListener {
       );
       await wait.done;
     }
+  }
+
+  /** Resolves when the ORM is connected again, or `signal` aborts. */
+  private untilOpen(signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const ended = new AbortController();
+      let unsubscribe = (): unknown => undefined;
+      const done = () => {
+        ended.abort(ENDED);
+        unsubscribe();
+        resolve();
+      };
+      unsubscribe = this.options.context.orm.onOpen(done);
+      if (signal.aborted) done();
+      else signal.addEventListener('abort', done, { once: true, signal: ended.signal });
+    });
   }
 
   /** Opens a connection and listens; closes it again when that fails. Undefined where MikroORM hands none out. */
@@ -101,9 +132,8 @@ export class NotificationListener {
     const ended = new AbortController();
     let unsubscribe = () => undefined as unknown;
     const stopped = new Promise<Ending>((resolve) => {
-      const stop = () => resolve('stopped');
-      signal.addEventListener('abort', stop, { once: true, signal: ended.signal });
-      unsubscribe = this.options.context.orm.onClose(stop);
+      signal.addEventListener('abort', () => resolve('stopped'), { once: true, signal: ended.signal });
+      unsubscribe = this.options.context.orm.onClose(() => resolve('closed'));
     });
     try {
       return await Promise.race([whenLost.then((): Ending => 'lost'), stopped]);

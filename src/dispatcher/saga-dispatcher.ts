@@ -347,10 +347,24 @@ export class SagaDispatcher implements AsyncDisposable {
     const { clock, pollIntervalMs, dbRetryMaxMs, logger } = this.options;
     const wait = Math.min(dbRetryMaxMs, pollIntervalMs * 2 ** (failures - 1));
     logger.error(`dispatcher pass failed (${failures} in a row); retrying in ${wait} ms: ${describe(error)}`);
+    if (!signal) {
+      this.events.emit('passFailed', error, failures);
+      return;
+    }
+    // A wake ends the wait early: rows were committed, or the LISTEN connection is back, so the database answers again.
+    const woken = new AbortController();
+    const end = () => woken.abort(ENDED);
+    if (signal.aborted) end();
+    else signal.addEventListener('abort', end, { once: true });
     // The wait starts before listeners hear of it, so a listener that moves a fake clock wakes the loop.
-    const waiting = signal ? clock.sleep(wait, signal) : Promise.resolve();
+    const waiting = Promise.race([clock.sleep(wait, woken.signal), this.wakeup.next(woken.signal)]);
     this.events.emit('passFailed', error, failures);
-    await waiting;
+    try {
+      await waiting;
+    } finally {
+      end();
+      signal.removeEventListener('abort', end);
+    }
   }
 
   /**

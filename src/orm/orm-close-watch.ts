@@ -15,6 +15,8 @@ export interface OrmCloseWatch {
   readonly closed: boolean;
   /** Calls `listener` when `orm.close()` is called (at once when closed); returns the unsubscribe function. */
   onClose(listener: () => void): () => void;
+  /** Calls `listener` when the ORM connects again after a close (at once when open); returns the unsubscribe function. */
+  onOpen(listener: () => void): () => void;
 }
 
 /** Thrown instead of starting a statement, or waiting for a connection, once the ORM was closed. */
@@ -32,6 +34,7 @@ interface DriverLike {
 
 class DriverCloseWatch implements OrmCloseWatch {
   private readonly listeners = new Set<() => void>();
+  private readonly openListeners = new Set<() => void>();
 
   constructor(public closed: boolean) {}
 
@@ -51,8 +54,20 @@ class DriverCloseWatch implements OrmCloseWatch {
     for (const listener of listeners) listener();
   }
 
+  onOpen(listener: () => void): () => void {
+    if (!this.closed) {
+      listener();
+      return () => undefined;
+    }
+    this.openListeners.add(listener);
+    return () => this.openListeners.delete(listener);
+  }
+
   markOpen(): void {
     this.closed = false;
+    const listeners = [...this.openListeners];
+    this.openListeners.clear();
+    for (const listener of listeners) listener();
   }
 }
 
