@@ -17,6 +17,8 @@ export interface NotificationListenerOptions {
   readonly onRowsDue: () => void;
   /** The connection listens: at start, and again after each reopen. */
   readonly onListening: () => void;
+  /** Called once, when the first attempt to listen ended: listening, failed, or nothing to listen on. */
+  readonly onFirstAttempt: () => void;
 }
 
 /** How the wait on a listening connection ended: the connection was lost, the dispatcher stopped, the ORM closed. */
@@ -38,6 +40,14 @@ export class NotificationListener {
 
   /** Listens until `signal` aborts; resolves once the connection is closed. */
   async run(signal: AbortSignal): Promise<void> {
+    try {
+      await this.listen(signal);
+    } finally {
+      this.options.onFirstAttempt();
+    }
+  }
+
+  private async listen(signal: AbortSignal): Promise<void> {
     const { context, logger } = this.options;
     let failures = 0;
     let reopening = false;
@@ -57,6 +67,7 @@ export class NotificationListener {
         connection = await this.open(lost);
         if (!connection) return logger.info('dispatcher: MikroORM hands out no connection to LISTEN on; the loop polls only');
       } catch (error) {
+        this.options.onFirstAttempt();
         failures++;
         const wait = this.backoff(failures, signal);
         // The first failure is worth a warning: the one of a loss came already.
@@ -76,6 +87,7 @@ export class NotificationListener {
       failures = 0;
       if (reopening) logger.info('dispatcher: listening again for commits of other processes');
       this.options.onListening();
+      this.options.onFirstAttempt();
       // Rows committed while the connection was away woke no one. (At start the loop's first passes claim what is due.)
       if (reopening) this.options.onRowsDue();
       const ending = await this.until(whenLost, signal);

@@ -118,8 +118,14 @@ export class SagaDispatcher implements AsyncDisposable {
     const controller = new AbortController();
     this.controller = controller;
     const unsubscribe = this.options.runtime.rowsDue.on((table) => this.rowsDue([table]));
-    const listening = this.listenWhileRunning(controller.signal);
-    this.loop = Promise.all([this.runLoop(controller.signal), listening])
+    // The loop's first claim waits for the first attempt to LISTEN: a row another process commits after that claim
+    // then wakes the loop.
+    let attempted!: () => void;
+    const firstAttempt = new Promise<void>((resolve) => {
+      attempted = resolve;
+    });
+    const listening = this.listenWhileRunning(controller.signal, attempted);
+    this.loop = Promise.all([firstAttempt.then(() => this.runLoop(controller.signal)), listening])
       .then(() => undefined)
       .finally(unsubscribe);
   }
@@ -131,8 +137,8 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   /** Listens for other processes' commits while the loop runs (PostgreSQL, `listen`); resolves once that stopped. */
-  private async listenWhileRunning(signal: AbortSignal): Promise<void> {
-    if (!this.options.listen || !this.context.dialect.notifiesListeners) return;
+  private async listenWhileRunning(signal: AbortSignal, onFirstAttempt: () => void): Promise<void> {
+    if (!this.options.listen || !this.context.dialect.notifiesListeners) return onFirstAttempt();
     const { clock, logger, pollIntervalMs, dbRetryMaxMs } = this.options;
     const listener = new NotificationListener({
       context: this.context,
@@ -140,6 +146,7 @@ export class SagaDispatcher implements AsyncDisposable {
       // The notification names no table: both rest no longer.
       onRowsDue: () => this.rowsDue(Object.values(DISPATCH_TABLES)),
       onListening: () => this.events.emit('listening'),
+      onFirstAttempt,
     });
     await listener.run(signal);
   }
