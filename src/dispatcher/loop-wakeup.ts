@@ -1,3 +1,5 @@
+import { type Clock, ENDED } from '../time/clock.js';
+
 /**
  * Wakes the dispatcher's loop when a unit of work of this process committed rows due at once: an idle loop then
  * claims at once instead of at its next poll, and a pass waiting on slow deliveries is overtaken as soon as a slot
@@ -33,6 +35,21 @@ export class LoopWakeup {
       };
       signal.addEventListener('abort', done, { once: true });
       this.waiters.push(done);
+    });
+  }
+
+  /**
+   * Waits `ms` of `clock`, or until a ring, or until `signal` aborts, whichever comes first. The wait starts now, so a
+   * listener told of it afterwards may move a fake clock past it; its own listeners are removed when it ends.
+   */
+  wait(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
+    const ended = new AbortController();
+    const end = () => ended.abort(ENDED);
+    if (signal.aborted) end();
+    else signal.addEventListener('abort', end, { once: true });
+    return Promise.race([clock.sleep(ms, ended.signal), this.next(ended.signal)]).finally(() => {
+      end();
+      signal.removeEventListener('abort', end);
     });
   }
 }

@@ -17,6 +17,7 @@ import {
 } from './dispatcher-options.js';
 import type { Mutable } from './held-row.js';
 import { LeaseKeeper } from './lease-keeper.js';
+import { type LoopState, STAMPS_LEFT } from './loop-state.js';
 import { LoopWakeup } from './loop-wakeup.js';
 import { NotificationListener } from './notification-listener.js';
 import { OutboxRelay } from './outbox-relay.js';
@@ -26,25 +27,6 @@ import { RowOutcomes } from './row-outcomes.js';
 import { reportLockedStamps, reportUnwrittenOutcomes } from './stop-reports.js';
 import { TableRest } from './table-rest.js';
 import { TimerFiring } from './timer-firing.js';
-
-/** What the loop learns when a pass it waits for has delivered every row and only writes their published stamps. */
-const STAMPS_LEFT = Symbol('stamps left');
-
-/** What the loop keeps between passes. */
-interface LoopState {
-  /** The passes not yet settled (the current one, and those overtaken). */
-  readonly inFlight: Set<Promise<unknown>>;
-  /** The pass whose published stamps are being written while the current one runs. */
-  stampsBehind: Promise<unknown> | undefined;
-  /** Passes failed in a row. */
-  failures: number;
-  /** Whether the next pass claims every table: the last one found nothing in those it claimed. */
-  claimAll: boolean;
-  /** Whether the loop waits after a pass that found nothing. */
-  waiting: boolean;
-  /** Whether 'drained' was emitted during this wait. */
-  drained: boolean;
-}
 
 /**
  * Fires due timers and relays the outbox. Polls `saga_timer` and `saga_outbox`, claims due rows under a
@@ -293,10 +275,7 @@ export class SagaDispatcher implements AsyncDisposable {
     }
     // stop() may have come while the pass settled: an abort listener added now would never hear of it.
     if (signal.aborted || this.wakeup.take()) return;
-    const woken = new AbortController();
-    const end = () => woken.abort(ENDED);
-    signal.addEventListener('abort', end, { once: true });
-    const waiting = Promise.race([this.options.clock.sleep(this.options.pollIntervalMs, woken.signal), this.wakeup.next(woken.signal)]);
+    const waiting = this.wakeup.wait(this.options.clock, this.options.pollIntervalMs, signal);
     loop.waiting = true;
     loop.drained = false;
     this.events.emit('idle');
@@ -305,8 +284,6 @@ export class SagaDispatcher implements AsyncDisposable {
       await waiting;
     } finally {
       loop.waiting = false;
-      woken.abort(ENDED);
-      signal.removeEventListener('abort', end);
     }
   }
 
@@ -331,21 +308,16 @@ export class SagaDispatcher implements AsyncDisposable {
     restLeftMs = Number.POSITIVE_INFINITY,
   ): Promise<T | typeof STAMPS_LEFT | undefined> {
     const overtake = new AbortController();
-    const abort = () => overtake.abort(ENDED);
-    if (signal.aborted) abort();
-    else signal.addEventListener('abort', abort, { once: true });
-    // Rows committed in this process meanwhile end the wait as a poll interval would.
-    const overtaken = Promise.race([
-      this.options.clock.sleep(Math.min(this.options.pollIntervalMs, restLeftMs), overtake.signal),
-      this.wakeup.next(overtake.signal),
-    ])
-      .then(() => this.pool.whenRoom(overtake.signal))
+    const until = AbortSignal.any([signal, overtake.signal]);
+    // Rows committed meanwhile (a ring) end the wait as a poll interval would.
+    const overtaken = this.wakeup
+      .wait(this.options.clock, Math.min(this.options.pollIntervalMs, restLeftMs), until)
+      .then(() => this.pool.whenRoom(until))
       .then(() => undefined);
     try {
       return await Promise.race([settled, overtaken, onlyStamps.then((): typeof STAMPS_LEFT => STAMPS_LEFT)]);
     } finally {
       overtake.abort(ENDED);
-      signal.removeEventListener('abort', abort);
     }
   }
 
@@ -358,20 +330,11 @@ export class SagaDispatcher implements AsyncDisposable {
       this.events.emit('passFailed', error, failures);
       return;
     }
-    // A wake ends the wait early: rows were committed, or the LISTEN connection is back, so the database answers again.
-    const woken = new AbortController();
-    const end = () => woken.abort(ENDED);
-    if (signal.aborted) end();
-    else signal.addEventListener('abort', end, { once: true });
+    // A ring ends the wait early: rows were committed, or the LISTEN connection is back: the database answers again.
     // The wait starts before listeners hear of it, so a listener that moves a fake clock wakes the loop.
-    const waiting = Promise.race([clock.sleep(wait, woken.signal), this.wakeup.next(woken.signal)]);
+    const waiting = this.wakeup.wait(clock, wait, signal);
     this.events.emit('passFailed', error, failures);
-    try {
-      await waiting;
-    } finally {
-      end();
-      signal.removeEventListener('abort', end);
-    }
+    await waiting;
   }
 
   /**

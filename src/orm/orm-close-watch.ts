@@ -32,14 +32,12 @@ interface DriverLike {
   getConnection(type?: string): unknown;
 }
 
-class DriverCloseWatch implements OrmCloseWatch {
+/** Listeners of an event that may come again: each hears of its next coming once; added with `now` (the event holds already), at once. */
+class OnceListeners {
   private readonly listeners = new Set<() => void>();
-  private readonly openListeners = new Set<() => void>();
 
-  constructor(public closed: boolean) {}
-
-  onClose(listener: () => void): () => void {
-    if (this.closed) {
+  add(listener: () => void, now: boolean): () => void {
+    if (now) {
       listener();
       return () => undefined;
     }
@@ -47,27 +45,35 @@ class DriverCloseWatch implements OrmCloseWatch {
     return () => this.listeners.delete(listener);
   }
 
-  markClosed(): void {
-    this.closed = true;
+  fire(): void {
     const listeners = [...this.listeners];
     this.listeners.clear();
     for (const listener of listeners) listener();
   }
+}
+
+class DriverCloseWatch implements OrmCloseWatch {
+  private readonly closing = new OnceListeners();
+  private readonly opening = new OnceListeners();
+
+  constructor(public closed: boolean) {}
+
+  onClose(listener: () => void): () => void {
+    return this.closing.add(listener, this.closed);
+  }
+
+  markClosed(): void {
+    this.closed = true;
+    this.closing.fire();
+  }
 
   onOpen(listener: () => void): () => void {
-    if (!this.closed) {
-      listener();
-      return () => undefined;
-    }
-    this.openListeners.add(listener);
-    return () => this.openListeners.delete(listener);
+    return this.opening.add(listener, !this.closed);
   }
 
   markOpen(): void {
     this.closed = false;
-    const listeners = [...this.openListeners];
-    this.openListeners.clear();
-    for (const listener of listeners) listener();
+    this.opening.fire();
   }
 }
 
