@@ -29,6 +29,17 @@ export const SAGA_ERROR_CODES = {
   CONTEXT_CLOSED: 'CONTEXT_CLOSED',
   /** Optimistic-concurrency retries ran out. */
   CONCURRENCY_CONFLICT: 'CONCURRENCY_CONFLICT',
+  /**
+   * A unit of work joined to the application's transaction (`handle(..., { em })`) met a concurrency conflict:
+   * another transaction changed or started the saga first. Rolled back to its savepoint, not retried (the library
+   * cannot retry a transaction it does not own): run the application's transaction again.
+   */
+  CONFLICT_IN_APP_TRANSACTION: 'CONFLICT_IN_APP_TRANSACTION',
+  /**
+   * `handle(..., { em })` was given an EntityManager that is not inside an open transaction: pass the one
+   * `em.transactional()` hands its callback (or one after `em.begin()`). Nothing was read or written.
+   */
+  TRANSACTION_REQUIRED: 'TRANSACTION_REQUIRED',
   /** Writing the unit of work failed for a reason other than a concurrency conflict. */
   PERSISTENCE_FAILED: 'PERSISTENCE_FAILED',
   /** The database is not supported by this library (only PostgreSQL and SQLite are). */
@@ -128,7 +139,9 @@ export class SagaDefinitionError extends SagaError {
 
 /**
  * Another unit of work kept committing first: the runtime re-read the saga and re-ran the step
- * `attempts` times, then gave up. Nothing of the last attempt was written; the message can be retried.
+ * `attempts` times, then gave up (`CONCURRENCY_CONFLICT`). Nothing of the last attempt was written; the message can
+ * be retried. A unit joined to the application's transaction is not retried: its first conflict is
+ * `CONFLICT_IN_APP_TRANSACTION`.
  */
 export class SagaConcurrencyError extends SagaError {
   override readonly name = 'SagaConcurrencyError';

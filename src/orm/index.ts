@@ -33,6 +33,7 @@ export {
   CommitNotSent,
   CommitRolledBack,
   CommitSubscriberThrew,
+  type JoinedTransaction,
   type SqlStatement,
   type UnitTransaction,
   type UnitTransactions,

@@ -40,6 +40,13 @@ export interface UnitTransactions {
    * statement is sent alone.
    */
   queryRowsUnder<T>(em: EntityManager, settings: readonly string[], sql: string, params: readonly unknown[]): Promise<T[]>;
+  /**
+   * Joins the transaction `appEm` (the application's EntityManager) has open: the one of its `em.transactional()`
+   * callback, or opened by `em.begin()`. `unitEm` (a unit of work's fresh fork) then runs its statements in it, on its
+   * connection, after a savepoint of the unit's own ({@link JoinedTransaction}). Undefined, with nothing sent, when
+   * `appEm` is in no transaction, or in one that has ended (committed or rolled back).
+   */
+  join(appEm: EntityManager, unitEm: EntityManager): Promise<JoinedTransaction | undefined>;
 }
 
 /** A transaction {@link UnitTransactions.begin} opened on its EntityManager. */
@@ -99,6 +106,24 @@ export interface UnitTransaction {
   join(other: EntityManager): void;
   /** Takes `other` out of the transaction {@link join} put it in; the transaction itself goes on. */
   leave(other: EntityManager): void;
+}
+
+/**
+ * A unit of work's statements inside a transaction the application has open ({@link UnitTransactions.join}), after a
+ * savepoint of their own. {@link commit} releases the savepoint: the unit's writes become part of the application's
+ * transaction, durable only when the application commits it, gone when it rolls back. {@link rollback} rolls back to
+ * the savepoint and releases it: the application's transaction goes on without them. Neither ends the application's
+ * transaction, and neither fires transaction events (the application's transaction fires its own when it ends).
+ * Nothing is folded or sent together: {@link commitWithNextStatement} is always false.
+ */
+export interface JoinedTransaction extends UnitTransaction {
+  /** The application's transaction context the unit joined. */
+  readonly context: object;
+  /**
+   * Rolls the unit's statements back to its savepoint and keeps the savepoint (ROLLBACK TO SAVEPOINT): on PostgreSQL
+   * the transaction takes statements again after one of them failed.
+   */
+  undo(): Promise<void>;
 }
 
 /** A beforeTransactionCommit subscriber threw: COMMIT was not sent, and the transaction is still open. */

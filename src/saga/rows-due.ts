@@ -29,8 +29,7 @@ export class RowsDue {
   /** Called once a unit's write of `plan` committed at `now`. */
   committed(plan: UnitOfWorkPlan, now: Date): void {
     if (this.listeners.size === 0 && !this.others) return;
-    const outbox = plan.outbox.length > 0;
-    const timers = plan.timers.some((timer) => timer.dueAt.getTime() <= now.getTime());
+    const { outbox, timers } = rowsDueAtOnce(plan, now);
     if (outbox || timers) this.others?.rowsDue();
     if (outbox) this.notify(DISPATCH_TABLES.outbox);
     if (timers) this.notify(DISPATCH_TABLES.timer);
@@ -39,4 +38,9 @@ export class RowsDue {
   private notify(table: DispatchTable): void {
     for (const listener of this.listeners) listener(table);
   }
+}
+
+/** Which dispatch tables `plan`, written at `now`, writes rows of that are due at once: outbox rows, timers due by `now`. */
+export function rowsDueAtOnce(plan: UnitOfWorkPlan, now: Date): { readonly outbox: boolean; readonly timers: boolean } {
+  return { outbox: plan.outbox.length > 0, timers: plan.timers.some((timer) => timer.dueAt.getTime() <= now.getTime()) };
 }

@@ -169,6 +169,20 @@ export interface HandleOptions {
    * characters. Default: none (every delivery is handled).
    */
   readonly messageId?: string;
+  /**
+   * Your EntityManager inside an open transaction (the one `em.transactional()` hands its callback, or one after
+   * `em.begin()`): the unit of work then runs inside that transaction. The instance is read through it; the step
+   * still runs without it. The saga row, timers, outbox rows and message id are written after a savepoint of the
+   * unit's own, on your transaction's connection. They commit only when your transaction commits, and vanish when it
+   * rolls back. Such a unit is never grouped with others and never retried: a concurrency conflict rolls it back to
+   * its savepoint and throws `SagaConcurrencyError` `CONFLICT_IN_APP_TRANSACTION` (run your transaction again).
+   * Another failure rolls it back to its savepoint too: on PostgreSQL your transaction takes statements again.
+   * One joined unit at a time per transaction (await each call). Its saga row stays locked until your transaction
+   * ends. An EntityManager in no open transaction is refused with `TRANSACTION_REQUIRED` before anything is read.
+   * Default: none (the unit of work runs in a transaction of the runtime's own). docs/integration.md, "Handle
+   * inside your transaction".
+   */
+  readonly em?: EntityManager;
 }
 
 function failOption(message: string): never {

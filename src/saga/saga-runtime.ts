@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/core';
 import type { TimerDelivery } from '../contracts.js';
 import { getCorrelationId } from '../correlation/correlation-context.js';
 import type { DialectAdapter } from '../dialect/dialect-adapter.js';
 import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
 import { SagaCorrelationError, SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
-import { verifySagaSchema } from '../schema/verify-saga-schema.js';
+import { verifySagaSchema, verifySagaSchemaThrough } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
 import { isIntegerIn } from '../time/option-ranges.js';
@@ -32,9 +33,11 @@ import { kindOf, labelOf } from './stored-text.js';
 import type { UnitOfWorkRuntime } from './unit-of-work/attempt.js';
 import { ormClosedError } from './unit-of-work/classify-failure.js';
 import type { HandleTarget } from './unit-of-work/handle-target.js';
+import { runJoinedUnitOfWork } from './unit-of-work/joined-unit.js';
 import { runUnitOfWork } from './unit-of-work/retry-loop.js';
 import { type RuntimeMessage, stepCopy } from './unit-of-work/runtime-message.js';
 import { SagaPreload } from './unit-of-work/saga-preload.js';
+import { ownPlace } from './unit-of-work/unit-place.js';
 import { UnitWriter } from './unit-of-work/unit-writer.js';
 
 /**
@@ -61,6 +64,8 @@ export class SagaRuntime {
   /** What its units of work use of it: options, dialect, counters and the writer of their write phases. */
   private readonly unitOfWork: UnitOfWorkRuntime;
   private schemaChecked: Promise<void> | undefined;
+  /** Whether a start-up schema check passed (on a pooled connection, or in a joined unit's transaction). */
+  private schemaVerified = false;
 
   /**
    * @throws SagaDefinitionError when a saga's state entity is not registered in MikroORM, does not extend
@@ -82,8 +87,7 @@ export class SagaRuntime {
       db: this.context,
       dialect: this.dialect,
       metrics: this.metrics,
-      writer,
-      rowsDue: this.rowsDue,
+      place: ownPlace(this.options.em, writer, this.rowsDue),
     };
     this.sagas = registerSagas(this.options);
   }
@@ -117,6 +121,14 @@ export class SagaRuntime {
    *   connection); `UNIQUE_VIOLATION`, `DATABASE_UNREACHABLE` or `PERSISTENCE_FAILED` otherwise. Nothing was written
    *   but for `COMMIT_OUTCOME_UNKNOWN`.
    * Errors thrown by the step itself propagate unchanged; nothing was written.
+   *
+   * With `options.em` (your EntityManager inside an open transaction) the unit of work runs inside that transaction,
+   * after a savepoint of its own, and is neither grouped nor retried ({@link HandleOptions.em}). Its effects commit
+   * with your transaction. What it throws, it throws with its writes rolled back to the savepoint, and:
+   * @throws SagaConcurrencyError `CONFLICT_IN_APP_TRANSACTION` at its first conflict: run your transaction again.
+   * @throws SagaValidationError `TRANSACTION_REQUIRED` when `options.em` is in no open transaction; `OPTION_INVALID`
+   *   when it is not an EntityManager of this runtime's MikroORM instance, or while another call is joined to the same
+   *   transaction. Nothing was read or written.
    */
   async handle<TIn extends SagaMessage>(
     // biome-ignore lint/suspicious/noExplicitAny: any state and outgoing types; the message type is what is checked.
@@ -127,6 +139,7 @@ export class SagaRuntime {
     const saga = this.registeredFor(definition);
     const details = { sagaType: saga.definition.name };
     const checked = callOptions(options, 'The options of handle()', details);
+    this.checkAppEntityManager(checked.em, 'handle()', details);
     const copy = copyMessage<SagaMessage>(message, `A message for saga ${saga.definition.name}`, details);
     return this.handleOne(saga, { original: message, copy }, checked);
   }
@@ -135,9 +148,12 @@ export class SagaRuntime {
    * Handles `message` for every registered saga with a step for its type, one unit of work each,
    * in registration order. Returns one result per saga (none when no saga handles the type). Each saga's
    * correlation function and steps get a copy of the message of their own: what one changes, no other sees.
+   * With `options.em` each unit joins your transaction in turn, a savepoint each: when one fails, the units before it
+   * stay written in your transaction (roll it back, as after any failure).
    */
   async route<TMessage extends SagaMessage>(message: TMessage, options?: HandleOptions): Promise<HandleResult[]> {
     const checked = callOptions(options, 'The options of route()', {});
+    this.checkAppEntityManager(checked.em, 'route()', {});
     const copy = copyMessage<SagaMessage>(message, 'A routed message', {});
     const type = messageTypeOf(copy, 'A routed message', {});
     const results: HandleResult[] = [];
@@ -180,7 +196,30 @@ export class SagaRuntime {
     const given = options.correlationId === undefined ? (getCorrelationId() ?? randomUUID()) : options.correlationId;
     const correlationId = checkCorrelationId(given, name);
     const messageId = options.messageId === undefined ? undefined : checkMessageId(options.messageId, name, type);
-    return this.run(saga, { ...message, first }, { kind: 'correlation', value, messageId }, correlationId);
+    return this.run(saga, { ...message, first }, { kind: 'correlation', value, messageId }, correlationId, options.em);
+  }
+
+  /**
+   * Refuses an `em` option that is not an EntityManager of this runtime's MikroORM instance (`OPTION_INVALID`), before
+   * anything is read. Whether it is inside an open transaction is asked when the unit joins it (`TRANSACTION_REQUIRED`).
+   */
+  private checkAppEntityManager(em: unknown, call: string, details: { readonly sagaType?: string }): void {
+    if (em === undefined) return;
+    const candidate = em as Partial<EntityManager> | null;
+    if (typeof candidate?.fork !== 'function' || typeof candidate.getTransactionContext !== 'function') {
+      throw new SagaValidationError(
+        'OPTION_INVALID',
+        `The 'em' option of ${call} is ${kindOf(em)}, not an EntityManager: pass the EntityManager em.transactional() hands its callback, or leave 'em' out (undefined).`,
+        details,
+      );
+    }
+    if (candidate.getDriver?.() !== this.context.em.getDriver()) {
+      throw new SagaValidationError(
+        'OPTION_INVALID',
+        `The 'em' option of ${call} is an EntityManager of another MikroORM instance than this runtime's: pass one of the instance whose EntityManager the runtime was built with.`,
+        details,
+      );
+    }
   }
 
   /**
@@ -248,9 +287,11 @@ export class SagaRuntime {
    * statements report that failure, and the check runs again next time.
    */
   async verifySchemaOnce(): Promise<void> {
+    if (this.schemaVerified) return;
     this.schemaChecked ??= this.verifySchema();
     try {
       await this.schemaChecked;
+      this.schemaVerified = true;
     } catch (error) {
       this.schemaChecked = undefined;
       if (error instanceof SagaSchemaError) throw error;
@@ -281,13 +322,38 @@ export class SagaRuntime {
     return this.registered(name);
   }
 
-  /** Runs the unit of work of `message`, after the start-up schema check. */
-  private async run(saga: RegisteredSaga, message: RuntimeMessage, target: HandleTarget, correlationId: string): Promise<HandleResult> {
+  /**
+   * Runs the unit of work of `message`, after the start-up schema check: in a transaction of the runtime's own, or
+   * inside the application's open transaction of `appEm`.
+   */
+  private async run(
+    saga: RegisteredSaga,
+    message: RuntimeMessage,
+    target: HandleTarget,
+    correlationId: string,
+    appEm?: EntityManager,
+  ): Promise<HandleResult> {
     // Nothing is sent on a closed ORM: MikroORM 6's pool would keep the statement waiting, 7 would connect again.
     if (this.context.orm.closed) {
       throw ormClosedError(saga.definition.name, target.kind === 'timer' ? target.timer.sagaId : undefined, String(message.copy.type));
     }
+    const input = { saga, message, target, correlationId };
+    if (appEm) {
+      const checkSchema = (em: EntityManager) => (this.options.verifySchema ? this.verifySchemaThrough(em) : Promise.resolve());
+      return runJoinedUnitOfWork(this.unitOfWork, input, { appEm, checkSchema });
+    }
     if (this.options.verifySchema) await this.verifySchemaOnce();
-    return runUnitOfWork(this.unitOfWork, { saga, message, target, correlationId });
+    return runUnitOfWork(this.unitOfWork, input);
+  }
+
+  /**
+   * The start-up check for a unit joined to the application's transaction: reads the catalog through `em`, on the
+   * transaction's connection, unless a check passed already. It never waits for a check in flight on a pooled
+   * connection, which on SQLite's one connection would wait for the application's transaction itself.
+   */
+  private async verifySchemaThrough(em: EntityManager): Promise<void> {
+    if (this.schemaVerified) return;
+    await verifySagaSchemaThrough({ em: this.options.em, sagas: this.options.sagas }, em);
+    this.schemaVerified = true;
   }
 }

@@ -155,6 +155,14 @@ function compareIndex(table: string, index: ExpectedTable['indexes'][number], ac
  *   the driver's error when the database cannot be reached otherwise.
  */
 export async function inspectSagaSchema(options: VerifySagaSchemaOptions): Promise<SchemaProblem[]> {
+  return inspectSagaSchemaThrough(options, freshFork(options.em));
+}
+
+/**
+ * {@link inspectSagaSchema}, reading the catalog through `reader` (inside its transaction when it has one: a unit
+ * joined to the application's transaction reads on that transaction's connection).
+ */
+async function inspectSagaSchemaThrough(options: VerifySagaSchemaOptions, reader: EntityManager): Promise<SchemaProblem[]> {
   const { em } = options;
   const expected: ExpectedTable[] = [];
   // Names SAGA_ENTITIES and 'entitiesTs': a config without them also generates migrations that drop the tables.
@@ -172,7 +180,7 @@ export async function inspectSagaSchema(options: VerifySagaSchemaOptions): Promi
     // Two sagas may share a state entity (and so a table): check it once.
     if (!expected.some((table) => table.table === meta.tableName)) expected.push(sagaTable(meta));
   }
-  const catalog = await readCatalog(freshFork(em), dialectOf(em), [...new Set(expected.map((t) => t.table))]);
+  const catalog = await readCatalog(reader, dialectOf(em), [...new Set(expected.map((t) => t.table))]);
   return expected.flatMap((table) => compareTable(table, catalog.get(table.table)));
 }
 
@@ -182,7 +190,12 @@ export async function inspectSagaSchema(options: VerifySagaSchemaOptions): Promi
  * @throws SagaSchemaError `SCHEMA_INVALID` naming every missing or different item (`details.problems`) and the command that fixes it.
  */
 export async function verifySagaSchema(options: VerifySagaSchemaOptions): Promise<void> {
-  const problems = await inspectSagaSchema(options);
+  return verifySagaSchemaThrough(options, freshFork(options.em));
+}
+
+/** {@link verifySagaSchema}, reading the catalog through `reader` (see {@link inspectSagaSchemaThrough}). */
+export async function verifySagaSchemaThrough(options: VerifySagaSchemaOptions, reader: EntityManager): Promise<void> {
+  const problems = await inspectSagaSchemaThrough(options, reader);
   if (problems.length === 0) return;
   const causes = likelyCauses(problems);
   const because = causes.map((cause) => ` Likely cause: ${cause}.`).join('');

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { runTogether } from '../held-transaction.js';
+import { joinOpenTransaction } from '../joined-transaction.js';
 import { openUnitTransaction } from '../open-unit-transaction.js';
 import { queryRows } from '../sql-execution.js';
 import type { UnitTransaction, UnitTransactions } from '../unit-transaction.js';
@@ -25,6 +26,12 @@ export function mikroOrm6Transactions(): UnitTransactions {
       if (knexClientOf(em)?.dialect !== 'postgresql') throw new Error('statement settings are for PostgreSQL only');
       const answers = await runTogether(em, undefined, [...settings.map((setting) => ({ sql: setting, params: [] })), { sql, params }]);
       return answers.at(-1)!.rows as T[];
+    },
+    /** A knex transaction (MikroORM's, or a savepoint of a nested `em.transactional()`) is open until it completed. */
+    async join(appEm, unitEm) {
+      const context = appEm.getTransactionContext() as { isCompleted?: () => boolean } | undefined;
+      if (!context || context.isCompleted?.() === true) return undefined;
+      return joinOpenTransaction(context, unitEm);
     },
   };
 }

@@ -1,8 +1,9 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { COMMIT_SQL, type ConnectionHold, runTogether } from '../held-transaction.js';
+import { joinOpenTransaction } from '../joined-transaction.js';
 import { openUnitTransaction } from '../open-unit-transaction.js';
 import { executeSql, freshFork, queryRows } from '../sql-execution.js';
-import { CommitRolledBack, type UnitTransaction, type UnitTransactions } from '../unit-transaction.js';
+import { CommitRolledBack, type JoinedTransaction, type UnitTransaction, type UnitTransactions } from '../unit-transaction.js';
 import type { KyselyLike } from './held-kysely.js';
 import { holdPgTransaction, holdsPgTransactions } from './pg-held-transaction.js';
 
@@ -74,6 +75,16 @@ class MikroOrm7Transactions implements UnitTransactions {
         fork.resetTransactionContext();
       }
     });
+  }
+
+  /**
+   * A kysely `ControlledTransaction` (MikroORM's, or a savepoint of a nested `em.transactional()`) is open until it
+   * was committed or rolled back.
+   */
+  async join(appEm: EntityManager, unitEm: EntityManager): Promise<JoinedTransaction | undefined> {
+    const context = appEm.getTransactionContext() as { isCommitted?: boolean; isRolledBack?: boolean } | undefined;
+    if (!context || context.isCommitted === true || context.isRolledBack === true) return undefined;
+    return joinOpenTransaction(context, unitEm);
   }
 
   private holdsPgTransactions(em: EntityManager, kysely: KyselyClient | undefined): boolean {

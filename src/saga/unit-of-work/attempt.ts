@@ -2,13 +2,12 @@ import type { EntityManager } from '@mikro-orm/core';
 import type { TimerDelivery } from '../../contracts.js';
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import type { SagaState } from '../../entities/saga-state.js';
-import { freshFork, untilOrmClosed } from '../../orm/index.js';
+import { untilOrmClosed } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { findHandledMessage } from '../../sql/handled-message-statements.js';
 import type { SagaMetrics } from '../../telemetry/saga-metrics.js';
 import { HANDLE_OUTCOMES, type HandleResult } from '../handle-result.js';
 import { type RegisteredSaga, readStep } from '../registered-saga.js';
-import type { RowsDue } from '../rows-due.js';
 import type { ResolvedSagaRuntimeOptions } from '../runtime-options.js';
 import type { SagaMessage } from '../saga-message.js';
 import { classifyFailure, type FailureContext, ormClosedError } from './classify-failure.js';
@@ -18,7 +17,7 @@ import { type IgnoredMessage, type LoadedInstance, loadInstance } from './load-i
 import { planTimerRetirement, planWrites } from './plan-writes.js';
 import { runStep, type StepRun, sealState } from './run-step.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
-import type { UnitWriter } from './unit-writer.js';
+import type { UnitPlace } from './unit-place.js';
 import { runNamed, StaleTimer } from './write-failures.js';
 import type { WriteReport } from './write-plan.js';
 
@@ -29,8 +28,8 @@ export interface UnitOfWorkRuntime {
   readonly db: DatabaseContext;
   readonly dialect: DialectAdapter;
   readonly metrics: SagaMetrics;
-  readonly writer: UnitWriter;
-  readonly rowsDue: RowsDue;
+  /** Where its attempts read and write: forks of the runtime's EntityManager, or the application's transaction. */
+  readonly place: UnitPlace;
 }
 
 /** One message for one saga instance, as the retry loop hands it to each attempt. */
@@ -77,7 +76,7 @@ interface Attempt {
  */
 export async function attempt(runtime: UnitOfWorkRuntime, unit: UnitOfWork, count: AttemptCount): Promise<HandleResult> {
   const { saga, message, target } = unit;
-  const em = freshFork(runtime.options.em);
+  const em = runtime.place.fork();
   const now = runtime.options.clock.now();
   const timer = target.kind === 'timer' ? target.timer : undefined;
   const base = { sagaType: saga.definition.name, messageType: message.type, attempts: count.attempts, conflicts: count.conflicts };
@@ -132,7 +131,7 @@ async function ignore(current: Attempt, instance: IgnoredMessage): Promise<Handl
   const { runtime, unit, count, em, now, timer, base } = current;
   const { definition, meta } = unit.saga;
   if (timer) {
-    const retirement = runtime.writer.write(
+    const retirement = runtime.place.write(
       {
         em,
         plan: planTimerRetirement(timer, unit.message.type, now),
@@ -188,7 +187,7 @@ async function write(
   let report: WriteReport;
   try {
     const lockKey = lockKeyOf(plan, definition.name, target);
-    report = await runtime.writer.write({ em, plan, target: { state, meta, verifyUnchanged }, lockKey }, count.alone);
+    report = await runtime.place.write({ em, plan, target: { state, meta, verifyUnchanged }, lockKey }, count.alone);
   } catch (error) {
     if (!(error instanceof StaleTimer)) {
       const startedWith = instance.isNew && target.kind === 'correlation' ? { value: target.value } : undefined;
@@ -197,7 +196,7 @@ async function write(
     const { version, step } = instance.before;
     return { ...base, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.STALE, sagaId: state.id, version, step };
   }
-  runtime.rowsDue.committed(plan, current.now);
+  runtime.place.written(plan, current.now);
   // Counted here, where it is known that this unit of work completed the saga (a late message handled on a
   // completed saga changes it too, and must not count it again).
   if (run.completed && !instance.before.completed) runtime.metrics.add('completed', definition.name);
@@ -221,7 +220,8 @@ function failed(current: Attempt, context: Pick<FailureContext, 'sagaId' | 'star
   return async (error: unknown): Promise<never> => {
     if (error instanceof LeftGroup) throw error;
     const { em } = runtime.options;
-    throw await classifyFailure(error, { em, db: runtime.db, saga: unit.saga, messageType: unit.message.type, ...context });
+    const { probes, joined } = runtime.place;
+    throw await classifyFailure(error, { em, probes, joined, db: runtime.db, saga: unit.saga, messageType: unit.message.type, ...context });
   };
 }
 

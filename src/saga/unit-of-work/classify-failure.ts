@@ -33,10 +33,37 @@ export class RetryableConflict extends Error {
   }
 }
 
+/**
+ * Where the reads that explain a failure run, after the unit's writes were undone: on a fresh fork of the runtime's
+ * EntityManager ({@link ownTransactionProbes}), or, for a unit joined to the application's transaction, in that
+ * transaction on its connection (SQLite's only one), after ROLLBACK TO the unit's savepoint.
+ */
+export interface FailureProbes {
+  /** Runs `work`'s reads on an EntityManager that holds no entity of the unit; what it throws passes on. */
+  read<T>(work: (em: EntityManager) => Promise<T>): Promise<T>;
+  /** Whether the database answers. */
+  reachable(): Promise<boolean>;
+}
+
+/** The probes of a unit in a transaction of the runtime's own: on fresh forks of `em`, on a pooled connection. */
+export function ownTransactionProbes(em: EntityManager): FailureProbes {
+  return {
+    read: (work) => work(freshFork(em)),
+    reachable: () => isReachable(em),
+  };
+}
+
 /** What the runtime knows about the unit of work that failed. */
 export interface FailureContext {
-  /** The runtime's EntityManager; probes run on fresh forks of it, after the rollback. */
+  /** The runtime's EntityManager (its config and driver); the probes read through {@link probes}. */
   readonly em: EntityManager;
+  /** Where the reads that explain the failure run. */
+  readonly probes: FailureProbes;
+  /**
+   * Set for a unit joined to the application's transaction: its writes were rolled back to its savepoint, not a
+   * transaction of its own (the messages say so).
+   */
+  readonly joined?: boolean;
   /** The runtime's database context: the dialect, and the library tables' names. */
   readonly db: DatabaseContext;
   readonly saga: RegisteredSaga;
@@ -121,7 +148,7 @@ async function classifyDriverFailure(
       return unreachable(context, failure, cause, 'no free connection');
   }
   if (PROBED_KINDS.has(kind) || (kind === 'other' && isDriverException(cause))) {
-    if (!(await isReachable(context.em))) return unreachable(context, failure, cause, 'unreachable');
+    if (!(await context.probes.reachable())) return unreachable(context, failure, cause, 'unreachable');
     // Drivers do not classify every schema error (SQLite: "table x has no column named y"): look at the table.
     const missing = await missingColumns(context, failure.table);
     if (missing === 'table' || (missing && missing.length > 0)) return schemaInvalid(context, failure, cause, missing);
@@ -155,23 +182,29 @@ function driverErrorOf(failure: StatementFailure, em: EntityManager): unknown {
  */
 async function isRace(failure: StatementFailure, context: FailureContext): Promise<boolean> {
   if (failure.operation !== 'insert' || isOrmClosed(context.em)) return false;
-  const em = freshFork(context.em);
   const { definition, meta } = context.saga;
+  // Another delivery of the same message id committed first: the retry finds its record and answers duplicate.
+  const { timer, handledMessage } = context.db.tables;
+  if (failure.table === handledMessage.name) return true;
   try {
     if (failure.table === meta.tableName && context.startedWith) {
       const where = { [definition.correlationProperty]: context.startedWith.value };
-      return (await em.count(definition.state, where as never)) > 0;
+      return await context.probes.read(async (em) => (await em.count(definition.state, where as never)) > 0);
     }
-    // Another delivery of the same message id committed first: the retry finds its record and answers duplicate.
-    const { timer, handledMessage } = context.db.tables;
-    if (failure.table === handledMessage.name) return true;
-    if (failure.table === timer.name && context.sagaId && context.timerNames.length > 0) {
-      return (await countPendingTimersNamed(context.db, em, definition.name, context.sagaId, context.timerNames)) > 0;
+    const sagaId = context.sagaId;
+    if (failure.table === timer.name && sagaId && context.timerNames.length > 0) {
+      const names = context.timerNames;
+      return await context.probes.read(async (em) => (await countPendingTimersNamed(context.db, em, definition.name, sagaId, names)) > 0);
     }
   } catch {
     // The probe failing says nothing about a race; report the violation itself.
   }
   return false;
+}
+
+/** How the unit's writes were undone. */
+function rolledBack(context: FailureContext): string {
+  return context.joined ? 'It was rolled back to its savepoint in your transaction' : 'The transaction was rolled back';
 }
 
 function subject(context: FailureContext): string {
@@ -185,7 +218,8 @@ function details(context: FailureContext, extra: Record<string, unknown> = {}) {
 /** "insert on saga_timer", "COMMIT": what failed, by operation and table (and the second table a statement wrote). */
 function what(operation: string, table: string | undefined, alsoTable?: string): string {
   if (operation === 'begin' || operation === 'commit') return operation.toUpperCase();
-  if (operation === 'savepoint') return 'a savepoint of the group transaction';
+  if (operation === 'savepoint') return 'a SAVEPOINT statement';
+  if (operation === 'notify') return 'waking the dispatchers (NOTIFY)';
   if (operation === 'lock') return `locking the pending rows of ${table}`;
   return operation === 'read' ? `reading ${table}` : `${operation} on ${table}${alsoTable ? ` and ${alsoTable}` : ''}`;
 }
@@ -214,9 +248,7 @@ function persistenceFailed(
   alsoTable?: string,
 ) {
   const nothing =
-    operation === 'read' || operation === 'begin'
-      ? 'Nothing was written.'
-      : 'The transaction was rolled back, so nothing of it was written.';
+    operation === 'read' || operation === 'begin' ? 'Nothing was written.' : `${rolledBack(context)}, so nothing of it was written.`;
   return new SagaPersistenceError(
     'PERSISTENCE_FAILED',
     `${subject(context)}: ${what(operation, table, alsoTable)} failed (${reason}) while handling '${context.messageType}'. ${nothing} ${CAUSE_NOTE}`,
@@ -268,11 +300,24 @@ export function ormClosedError(
   );
 }
 
+/**
+ * The error of a unit of work that could not join the application's transaction: its SAVEPOINT failed there, so
+ * nothing of it was read or written.
+ */
+export function joinFailed(sagaType: string, messageType: string, cause: unknown): SagaPersistenceError {
+  return new SagaPersistenceError(
+    'PERSISTENCE_FAILED',
+    `Saga ${sagaType}: the unit of work of '${messageType}' could not join your transaction (its SAVEPOINT failed: ${describe(cause)}); nothing of it was read or written. Your transaction takes no more statements: one of them failed before (PostgreSQL then refuses every statement until ROLLBACK), or its connection was lost. Roll it back and run it again. ${CAUSE_NOTE}`,
+    { sagaType, messageType, operation: 'savepoint' },
+    { cause },
+  );
+}
+
 function uniqueViolation(context: FailureContext, failure: StatementFailure, cause: unknown) {
   const constraint = constraintOf(cause);
   return new SagaPersistenceError(
     'UNIQUE_VIOLATION',
-    `${subject(context)}: ${what(failure.operation, failure.table, failure.alsoTable)} violates ${constraint ? `unique constraint ${constraint}` : `a unique constraint of ${failure.table}`} while handling '${context.messageType}': another row already holds a value this unit of work writes. This is not a race that a retry would resolve. The transaction was rolled back, so nothing of it was written; change the step or the data. ${CAUSE_NOTE}`,
+    `${subject(context)}: ${what(failure.operation, failure.table, failure.alsoTable)} violates ${constraint ? `unique constraint ${constraint}` : `a unique constraint of ${failure.table}`} while handling '${context.messageType}': another row already holds a value this unit of work writes. This is not a race that a retry would resolve. ${rolledBack(context)}, so nothing of it was written; change the step or the data. ${CAUSE_NOTE}`,
     details(context, { operation: failure.operation, table: failure.table, constraint }),
     { cause },
   );
@@ -327,22 +372,25 @@ function entityOf(em: EntityManager, table: string): EntityMetadata | undefined 
   return allEntityMetadata(em).find((m) => m.tableName === table && !m.abstract);
 }
 
-/** Which of its entity's columns `table` lacks ('table' when the table itself is missing), by selecting each. */
-async function missingColumns({ em: root, db }: FailureContext, tableName: string | undefined): Promise<Missing> {
+/**
+ * Which of its entity's columns `table` lacks ('table' when the table itself is missing), by selecting each. Each
+ * probe is a read of its own: on PostgreSQL a failed statement aborts the transaction it runs in, which a unit
+ * joined to the application's transaction shares with the probes.
+ */
+async function missingColumns({ em: root, db, probes }: FailureContext, tableName: string | undefined): Promise<Missing> {
   const meta = tableName === undefined ? undefined : entityOf(root, tableName);
   if (!meta) return undefined;
-  const em = freshFork(root);
   const { timer, outbox, handledMessage } = db.tables;
   const names = [timer, outbox, handledMessage].find((library) => library.name === tableName) ?? db.tables.saga(meta);
   try {
-    await queryRows(em, probeTable(names));
+    await probes.read((em) => queryRows(em, probeTable(names)));
   } catch (error) {
     return classifyDriverError(error) === 'missing table' ? 'table' : undefined;
   }
   const missing: string[] = [];
   for (const column of names.stored) {
     try {
-      await queryRows(em, probeColumn(names, column));
+      await probes.read((em) => queryRows(em, probeColumn(names, column)));
     } catch (error) {
       if (classifyDriverError(error) !== 'missing column') return undefined;
       missing.push(column.field);

@@ -43,17 +43,9 @@ export interface UnitOfWorkInput {
  * @throws SagaConcurrencyError when conflicts outlast `concurrency.maxAttempts`; nothing was written.
  */
 export async function runUnitOfWork(runtime: UnitOfWorkRuntime, input: UnitOfWorkInput): Promise<HandleResult> {
-  const { saga, message, target, correlationId } = input;
+  const { saga, message, target } = input;
   const { clock, concurrency } = runtime.options;
-  // Every run of the step gets a copy of its own: a step that changed its message and met a conflict runs
-  // again on the message as it came, not as it left it.
-  let first = message.first;
-  const stepMessage = () => {
-    const copy = first ?? stepCopy(saga, message);
-    first = undefined;
-    return copy;
-  };
-  const unit: UnitOfWork = { saga, message: message.copy, stepMessage, target, correlationId };
+  const unit = unitOfWork(input);
   let conflicts = 0;
   /** Whether the unit of work writes in a transaction of its own: once it left a group for a held row. */
   let alone = false;
@@ -84,8 +76,21 @@ export async function runUnitOfWork(runtime: UnitOfWorkRuntime, input: UnitOfWor
   }
 }
 
+/** The unit of work of `input`, as each attempt gets it. */
+export function unitOfWork({ saga, message, target, correlationId }: UnitOfWorkInput): UnitOfWork {
+  // Every run of the step gets a copy of its own: a step that changed its message and met a conflict runs
+  // again on the message as it came, not as it left it.
+  let first = message.first;
+  const stepMessage = () => {
+    const copy = first ?? stepCopy(saga, message);
+    first = undefined;
+    return copy;
+  };
+  return { saga, message: message.copy, stepMessage, target, correlationId };
+}
+
 /** Counts a unit of work's result and hands it to `onHandled`. */
-function reportHandled(runtime: UnitOfWorkRuntime, result: HandleResult, message: RuntimeMessage, target: HandleTarget): void {
+export function reportHandled(runtime: UnitOfWorkRuntime, result: HandleResult, message: RuntimeMessage, target: HandleTarget): void {
   countResult(runtime, result, target.kind === 'timer');
   try {
     runtime.options.onHandled?.({ message: message.original, result, timer: target.kind === 'timer' ? target.timer : undefined });

@@ -1,5 +1,5 @@
 /** What a statement does, for error messages: never its SQL or parameters. */
-export type StatementOperation = 'read' | 'lock' | 'begin' | 'insert' | 'update' | 'delete' | 'savepoint' | 'commit';
+export type StatementOperation = 'read' | 'lock' | 'begin' | 'insert' | 'update' | 'delete' | 'savepoint' | 'notify' | 'commit';
 
 /** Another unit of work changed the saga between our read and our write. */
 export class VersionConflict extends Error {}
