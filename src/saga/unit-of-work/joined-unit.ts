@@ -202,7 +202,7 @@ function conflictWording(db: DatabaseContext, cause: unknown): string {
       return 'a deadlock with another transaction, or a serialization failure';
     case 'lock wait':
       return db.dialect.name === 'sqlite'
-        ? 'another connection held the database locked past the busy timeout, or wrote to it after your transaction began reading'
+        ? 'the database stayed locked by another connection past the busy timeout, or another connection wrote to it after your transaction began reading'
         : "the saga's row stayed locked by another transaction past your connection's lock_timeout";
     default:
       return 'another transaction committed a change to this saga after your transaction read it';
@@ -215,11 +215,11 @@ function conflictInAppTransaction(db: DatabaseContext, unit: UnitOfWork, error: 
   const messageType = unit.message.type;
   const usable =
     db.dialect.name === 'postgresql'
-      ? 'Your transaction still takes statements'
-      : 'On SQLite your transaction cannot write again once another connection wrote';
+      ? 'Your transaction still takes statements; the message was not applied in it.'
+      : 'On SQLite your transaction may take no more writes (another connection wrote since it began reading).';
   return new SagaConcurrencyError(
     'CONFLICT_IN_APP_TRANSACTION',
-    `Saga ${sagaType}${error.sagaId ? `/${error.sagaId}` : ''}: message '${messageType}' met a concurrency conflict in your transaction (${conflictWording(db, error.cause)}). It was rolled back to its savepoint; nothing of it was written. The library cannot retry a transaction it does not own: roll back your transaction and run it again, which reads the saga afresh. ${usable}, but the message was not applied.`,
+    `Saga ${sagaType}${error.sagaId ? `/${error.sagaId}` : ''}: message '${messageType}' met a concurrency conflict in your transaction (${conflictWording(db, error.cause)}). It was rolled back to its savepoint; nothing of it was written. The library cannot retry a transaction it does not own: roll back your transaction and run it again, which reads the saga afresh. ${usable}`,
     { sagaType, sagaId: error.sagaId, messageType, attempts: 1 },
     { cause: error.cause },
   );
