@@ -81,7 +81,9 @@ export interface SagaRuntimeOptions {
   readonly maxPayloadBytes?: number;
   /**
    * Called after each message (including each timer delivery) was handled, with its result: for tracing and
-   * audit logs. It runs after the commit; what it throws is ignored. Default: none.
+   * audit logs. It runs after the commit; for a unit joined to your transaction (`handle(..., { em })`), once its
+   * savepoint is released, before your transaction commits (which may still roll back). What it throws is ignored.
+   * Default: none.
    */
   readonly onHandled?: (event: HandledEvent) => void;
   /** Idempotent handling by message id (`handle(..., { messageId })`). */

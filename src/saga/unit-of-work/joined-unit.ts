@@ -7,7 +7,7 @@ import { queryRows, type SqlStatement, sendStatement } from '../../sql/sql-execu
 import type { HandleResult } from '../handle-result.js';
 import { rowsDueAtOnce } from '../rows-due.js';
 import { attempt, type UnitOfWork, type UnitOfWorkRuntime } from './attempt.js';
-import { type FailureProbes, joinFailed, RetryableConflict } from './classify-failure.js';
+import { classifyFailure, type FailureProbes, joinFailed, RetryableConflict } from './classify-failure.js';
 import { reportHandled, type UnitOfWorkInput, unitOfWork } from './retry-loop.js';
 import type { UnitPlace } from './unit-place.js';
 import type { UnitWrite } from './unit-write.js';
@@ -116,10 +116,10 @@ async function runInSavepoint(
     await checkSchema(joined.em).catch(async (error: unknown) => {
       if (error instanceof SagaSchemaError) throw error;
       // Not held against the schema: the unit's own statements report what failed (as outside a transaction).
-      await joined.undo();
+      await joined.undo().catch(() => undefined);
     });
     result = await attempt(inTransaction, unit, ONLY_ATTEMPT);
-    await runNamed('savepoint', undefined, () => joined.commit());
+    await release(inTransaction, joined, unit, result.sagaId ?? undefined);
   } catch (error) {
     await joined.rollback().catch(() => undefined);
     if (!(error instanceof RetryableConflict)) throw error;
@@ -128,6 +128,27 @@ async function runInSavepoint(
   }
   reportHandled(inTransaction, result, input.message, input.target);
   return result;
+}
+
+/** RELEASE SAVEPOINT: the unit's writes become the application's. What fails there is the unit's failure, classified. */
+async function release(runtime: UnitOfWorkRuntime, joined: JoinedTransaction, unit: UnitOfWork, sagaId: string | undefined): Promise<void> {
+  try {
+    await runNamed('savepoint', undefined, () => joined.commit());
+  } catch (error) {
+    const { probes } = runtime.place;
+    const { em } = runtime.options;
+    throw await classifyFailure(error, {
+      em,
+      probes,
+      joined: true,
+      db: runtime.db,
+      saga: unit.saga,
+      messageType: unit.message.type,
+      sagaId,
+      startedWith: undefined,
+      timerNames: [],
+    });
+  }
 }
 
 /** Where a joined unit runs: see the top of this file. */

@@ -65,7 +65,10 @@ describe("the saga row's lock in the application's transaction (postgresql)", ()
         await em.getConnection().execute("set local lock_timeout = '50ms'", [], 'run', em.getTransactionContext());
         const failed = await runtime
           .handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }, { op: 'send', message: { type: 'Never' } }] }, { em })
-          .catch((e: unknown) => e as Error & { code: string });
+          .then(
+            () => new Error('handled') as Error & { code?: string },
+            (e: unknown) => e as Error & { code?: string },
+          );
         writeArticle(em, key);
         return failed;
       });
@@ -90,7 +93,10 @@ describe("the saga row's lock in the application's transaction (postgresql)", ()
     const second = inTransaction(db().orm.em, async (em) => {
       const failed = await runtime
         .handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'inc', by: 10 }] }, { em, messageId: `${key}-second` })
-        .catch((e: unknown) => e as Error & { code: string });
+        .then(
+          () => new Error('handled') as Error & { code?: string },
+          (e: unknown) => e as Error & { code?: string },
+        );
       writeArticle(em, key);
       return failed;
     });
