@@ -4,6 +4,7 @@
 // on. Running the application's transaction again applies the message on fresh state.
 // SQLite runs in WAL mode here: in its default rollback-journal mode no other connection can commit while a
 // transaction holds what it read, so the conflict cannot arise between a read and a write (the other writer waits).
+import { IsolationLevel } from '@mikro-orm/core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SagaConcurrencyError, SagaRuntime } from '../../../src/index.js';
 import { ArticleSchema, committedArticle, writeArticle } from '../../fixtures/article.js';
@@ -79,3 +80,32 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+describe('a conflict in an application transaction under REPEATABLE READ (postgresql)', () => {
+  const db = useDatabase('postgresql', [ScriptedSaga, ArticleSchema]);
+
+  it('the write fails as a serialization failure: CONFLICT_IN_APP_TRANSACTION, and the transaction goes on', async () => {
+    const key = uniqueKey('repeatable');
+    const plain = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga] });
+    await plain.handle(scriptedSaga, { type: 'Start', key });
+    const em = db().orm.em.fork();
+    await em.begin({ isolationLevel: IsolationLevel.REPEATABLE_READ });
+    try {
+      // The transaction's snapshot is taken by its first statement, before the other writer commits.
+      await em.findOne(ScriptedSaga, { key });
+      await plain.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
+      const error = await plain
+        .handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc', by: 10 }] }, { em })
+        .catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'CONFLICT_IN_APP_TRANSACTION' });
+      expect((error as Error).message).toMatch(/a deadlock with another transaction, or a serialization failure/);
+      writeArticle(em, key);
+      await em.commit();
+    } catch (error) {
+      await em.rollback();
+      throw error;
+    }
+    expect(await committedArticle(db().orm, key)).toMatchObject({ id: key });
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1, version: 1 });
+  });
+});
