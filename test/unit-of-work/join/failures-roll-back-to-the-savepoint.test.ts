@@ -1,7 +1,8 @@
 // A unit of work joined to the application's transaction that fails to write, on every database: the same typed
 // error handle() gives outside a transaction, its writes rolled back to its savepoint, and the application's
 // transaction able to go on (on PostgreSQL a failed statement aborts the transaction until ROLLBACK TO SAVEPOINT).
-// The reads that tell what failed run in the application's transaction, after that rollback.
+// The reads that tell what failed run in the application's transaction, after that rollback. A transaction that
+// takes no statement any more (a failed statement aborted it) cannot be joined: the unit's SAVEPOINT fails first.
 import { describe, expect, it } from 'vitest';
 import { SagaPersistenceError, SagaRuntime } from '../../../src/index.js';
 import { FakeClock } from '../../../src/testing/index.js';
@@ -78,3 +79,34 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+describe('joining a transaction a failed statement aborted (postgresql)', () => {
+  const db = useDatabase('postgresql', [ScriptedSaga, ArticleSchema]);
+
+  it('PERSISTENCE_FAILED: its SAVEPOINT failed, nothing of the unit read or written; the transaction is to be rolled back', async () => {
+    const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga] });
+    const key = uniqueKey('aborted');
+    await runtime.handle(scriptedSaga, { type: 'Start', key });
+    const em = db().orm.em.fork();
+    await em.begin();
+    try {
+      // The application let a statement fail: PostgreSQL refuses every statement of the transaction from then on.
+      await em
+        .getConnection()
+        .execute('select * from no_such_table', [], 'all', em.getTransactionContext())
+        .catch(() => undefined);
+      const error = await runtime.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] }, { em }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SagaPersistenceError);
+      expect(error).toMatchObject({
+        code: 'PERSISTENCE_FAILED',
+        details: { operation: 'savepoint', sagaType: 'scripted', messageType: 'Do' },
+      });
+      expect((error as Error).message).toMatch(
+        /could not join your transaction \(its SAVEPOINT failed: .*\); nothing of it was read or written\..* Roll it back and run it again\./,
+      );
+    } finally {
+      await em.rollback();
+    }
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 0, version: 0 });
+  });
+});
