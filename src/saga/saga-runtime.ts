@@ -1,12 +1,15 @@
 import { randomUUID } from 'node:crypto';
+import { type Context, context as otelContext, type Tracer, trace } from '@opentelemetry/api';
 import type { TimerDelivery } from '../contracts.js';
-import { getCorrelationId } from '../correlation/correlation-context.js';
+import { getCorrelationId, runWithCorrelationId } from '../correlation/correlation-context.js';
 import type { DialectAdapter } from '../dialect/dialect-adapter.js';
 import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
 import { SagaCorrelationError, SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
 import { verifySagaSchema } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
-import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
+import type { GaugedSaga } from '../telemetry/saga-gauges.js';
+import { SagaMetrics, type SagaStats, TELEMETRY_SCOPE } from '../telemetry/saga-metrics.js';
+import { StepSpan } from '../telemetry/step-span.js';
 import { isIntegerIn } from '../time/option-ranges.js';
 import { callOptions } from './call-options.js';
 import { copyMessage } from './copy-message.js';
@@ -53,6 +56,8 @@ export class SagaRuntime {
   readonly context: DatabaseContext;
   private readonly sagas: ReadonlyMap<string, RegisteredSaga>;
   private readonly metrics = new SagaMetrics();
+  /** The library's tracer: a proxy that follows the tracer provider registered when a span starts. */
+  private readonly tracer: Tracer = trace.getTracer(TELEMETRY_SCOPE);
   /**
    * @internal Units of work that committed rows due at once: the dispatchers on this runtime claim them at once, and
    * on PostgreSQL (`notifyDispatchers`) those of other processes that listen.
@@ -91,6 +96,11 @@ export class SagaRuntime {
   /** Totals of what this runtime did since it was created. */
   stats(): SagaStats {
     return this.metrics.stats();
+  }
+
+  /** @internal The registered saga types and their tables' names, for a dispatcher's `saga.active` gauge. */
+  gaugedSagas(): GaugedSaga[] {
+    return [...this.sagas.values()].map((saga) => ({ sagaType: saga.definition.name, table: this.context.tables.saga(saga.meta) }));
   }
 
   /** The registered definition named `sagaType`, if any. */
@@ -197,8 +207,10 @@ export class SagaRuntime {
    * nothing is written and the outcome is `stale`.
    * @param preload the saga rows of the timer's claimed batch ({@link preloadTimerSagas}): the first
    *   attempt takes the saga's row from it when it holds it. Default: none (the row is read).
+   * @param parent the context whose span the step's `saga.step` span is a child of (the dispatcher's `saga.timeout`
+   *   span). Default: the active context.
    */
-  async deliverTimer(timer: TimerDelivery, preload?: SagaPreload): Promise<HandleResult> {
+  async deliverTimer(timer: TimerDelivery, preload?: SagaPreload, parent?: Context): Promise<HandleResult> {
     const saga = this.registered(timer.sagaType);
     const what = `Timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
     const original = timer.payload as SagaMessage;
@@ -210,7 +222,7 @@ export class SagaRuntime {
         { sagaType: timer.sagaType, sagaId: timer.sagaId, timerName: timer.name, messageType: timer.messageType },
       );
     }
-    return this.run(saga, { original, copy }, { kind: 'timer', timer, preload }, timer.correlationId ?? randomUUID());
+    return this.run(saga, { original, copy }, { kind: 'timer', timer, preload }, timer.correlationId ?? randomUUID(), parent);
   }
 
   /**
@@ -281,13 +293,44 @@ export class SagaRuntime {
     return this.registered(name);
   }
 
-  /** Runs the unit of work of `message`, after the start-up schema check. */
-  private async run(saga: RegisteredSaga, message: RuntimeMessage, target: HandleTarget, correlationId: string): Promise<HandleResult> {
-    // Nothing is sent on a closed ORM: MikroORM 6's pool would keep the statement waiting, 7 would connect again.
-    if (this.context.orm.closed) {
-      throw ormClosedError(saga.definition.name, target.kind === 'timer' ? target.timer.sagaId : undefined, String(message.copy.type));
+  /**
+   * Runs the unit of work of `message`, after the start-up schema check, in its `saga.step` span (a child of
+   * `parent`'s span) and under `correlationId` as the ambient correlation id, so that the step and everything it
+   * calls read the id the unit of work stamps on its rows.
+   */
+  private async run(
+    saga: RegisteredSaga,
+    message: RuntimeMessage,
+    target: HandleTarget,
+    correlationId: string,
+    parent: Context = otelContext.active(),
+  ): Promise<HandleResult> {
+    const timer = target.kind === 'timer' ? target.timer : undefined;
+    const messageType = String(message.copy.type);
+    const span = StepSpan.start(
+      this.tracer,
+      this.metrics,
+      {
+        sagaType: saga.definition.name,
+        messageType,
+        correlationId,
+        messageId: timer ? timer.id : target.kind === 'correlation' ? target.messageId : undefined,
+        sagaId: timer?.sagaId,
+      },
+      parent,
+    );
+    try {
+      // Nothing is sent on a closed ORM: MikroORM 6's pool would keep the statement waiting, 7 would connect again.
+      if (this.context.orm.closed) throw ormClosedError(saga.definition.name, timer?.sagaId, messageType);
+      if (this.options.verifySchema) await this.verifySchemaOnce();
+      const result = await runWithCorrelationId(correlationId, () =>
+        otelContext.with(span.context, () => runUnitOfWork(this.unitOfWork, { saga, message, target, correlationId, span })),
+      );
+      span.ended(result);
+      return result;
+    } catch (error) {
+      span.failed(error);
+      throw error;
     }
-    if (this.options.verifySchema) await this.verifySchemaOnce();
-    return runUnitOfWork(this.unitOfWork, { saga, message, target, correlationId });
   }
 }

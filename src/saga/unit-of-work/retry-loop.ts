@@ -1,6 +1,7 @@
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import { SagaConcurrencyError } from '../../errors.js';
 import { conflictKind } from '../../orm/index.js';
+import type { StepSpan } from '../../telemetry/step-span.js';
 import { type Clock, ENDED } from '../../time/clock.js';
 import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS } from '../handle-result.js';
 import type { RegisteredSaga } from '../registered-saga.js';
@@ -27,12 +28,14 @@ const RAISE_TOO = {
   postgresql: ', or end the transaction that holds the row (docs/guarantees.md, "Group commit")',
 } as const;
 
-/** A message for one saga, where it goes, and the correlation id it is handled under. */
+/** A message for one saga, where it goes, the correlation id it is handled under, and the span it is handled in. */
 export interface UnitOfWorkInput {
   readonly saga: RegisteredSaga;
   readonly message: RuntimeMessage;
   readonly target: HandleTarget;
   readonly correlationId: string;
+  /** Hears of each conflict; the rows the unit writes store its trace context. */
+  readonly span: StepSpan;
 }
 
 /**
@@ -43,7 +46,7 @@ export interface UnitOfWorkInput {
  * @throws SagaConcurrencyError when conflicts outlast `concurrency.maxAttempts`; nothing was written.
  */
 export async function runUnitOfWork(runtime: UnitOfWorkRuntime, input: UnitOfWorkInput): Promise<HandleResult> {
-  const { saga, message, target, correlationId } = input;
+  const { saga, message, target, correlationId, span } = input;
   const { clock, concurrency } = runtime.options;
   // Every run of the step gets a copy of its own: a step that changed its message and met a conflict runs
   // again on the message as it came, not as it left it.
@@ -53,7 +56,7 @@ export async function runUnitOfWork(runtime: UnitOfWorkRuntime, input: UnitOfWor
     first = undefined;
     return copy;
   };
-  const unit: UnitOfWork = { saga, message: message.copy, stepMessage, target, correlationId };
+  const unit: UnitOfWork = { saga, message: message.copy, stepMessage, target, correlationId, traceContext: span.traceContext };
   let conflicts = 0;
   /** Whether the unit of work writes in a transaction of its own: once it left a group for a held row. */
   let alone = false;
@@ -77,6 +80,7 @@ export async function runUnitOfWork(runtime: UnitOfWorkRuntime, input: UnitOfWor
       }
       if (!(error instanceof RetryableConflict)) throw error;
       conflicts++;
+      span.conflict();
       runtime.metrics.add('concurrencyConflicts', saga.definition.name);
       if (attempts >= concurrency.maxAttempts) throw concurrencyError(runtime.dialect, unit, error, { attempts, conflicts });
       await sleepWithJitter(attempts, concurrency);
