@@ -10,7 +10,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { TELEMETRY_SCOPE } from '../../src/telemetry/saga-metrics.js';
 
 /** A metric reader that collects when the test asks, each collection the deltas since the last. */
-class OnDemandMetricReader extends MetricReader {
+export class OnDemandMetricReader extends MetricReader {
   constructor() {
     super({ aggregationTemporalitySelector: () => AggregationTemporality.DELTA });
   }
