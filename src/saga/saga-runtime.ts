@@ -323,9 +323,10 @@ export class SagaRuntime {
       // Nothing is sent on a closed ORM: MikroORM 6's pool would keep the statement waiting, 7 would connect again.
       if (this.context.orm.closed) throw ormClosedError(saga.definition.name, timer?.sagaId, messageType);
       if (this.options.verifySchema) await this.verifySchemaOnce();
-      const result = await runWithCorrelationId(correlationId, () =>
-        otelContext.with(span.context, () => runUnitOfWork(this.unitOfWork, { saga, message, target, correlationId, span })),
-      );
+      const work = () =>
+        otelContext.with(span.context, () => runUnitOfWork(this.unitOfWork, { saga, message, target, correlationId, span }));
+      // Entered only when the ambient id differs (a timer's delivery and a request's own id already run under it).
+      const result = await (getCorrelationId() === correlationId ? work() : runWithCorrelationId(correlationId, work));
       span.ended(result);
       return result;
     } catch (error) {
