@@ -23,7 +23,7 @@ export function countActiveRows(saga: ActiveRowsTable): string {
  * The count of `table`'s due rows not yet delivered (`available_at <= ?`, pending, leased or not): a range of its
  * claim index (`(available_at, id) where dispatched_at is null`), read without the table. One parameter: now.
  */
-export function countDueBacklog(db: DatabaseContext, table: DispatchTable): string {
+function countDueBacklog(db: DatabaseContext, table: DispatchTable): string {
   const { table: name, column: c } = dispatchTableNames(db, table);
   return `select count(*) from ${name} where ${c.dispatchedAt} is null and ${c.availableAt} <= ?`;
 }

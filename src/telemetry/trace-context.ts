@@ -17,10 +17,10 @@ import { MAX_TRACE_STATE_LENGTH, W3cTraceState } from './w3c-trace-state.js';
 // another configuration, in another process, after an upgrade.
 
 /** Most characters of a stored trace context that are read; longer text is ignored unread. */
-export const MAX_STORED_TRACE_CONTEXT_LENGTH = 1_024;
+const MAX_STORED_TRACE_CONTEXT_LENGTH = 1_024;
 
 /** The header names of W3C Trace Context. */
-export const TRACE_HEADERS = { traceparent: 'traceparent', tracestate: 'tracestate' } as const;
+const TRACE_HEADERS = { traceparent: 'traceparent', tracestate: 'tracestate' } as const;
 
 /** `traceparent` version 00: trace id, parent (span) id, flags; lowercase hex only. */
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
