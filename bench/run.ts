@@ -14,6 +14,7 @@
  *   DATABASE_URL=postgres://... npm run bench
  *   npm run bench -- --only relay       # only the steps whose name contains "relay" (the outbox relay and its latency); the
  *                                       # results go to .tmp/bench-only-relay.json (untracked), never over latest.json
+ *   npm run bench -- --only telemetry   # the saga step with an OpenTelemetry SDK registered against the same without one
  *   npm run bench -- --skip relay       # every step but those whose name contains "relay" (repeatable); the results
  *                                       # go to .tmp/bench-skip-relay.json, never over latest.json
  */
@@ -30,6 +31,7 @@ import { outboxRelayFigures } from './outbox-relay.js';
 import { relayLatencyFigures } from './relay-latency.js';
 import { sagaStepFigures } from './saga-step.js';
 import { sqliteProcessFigures } from './sqlite-processes.js';
+import { telemetryOverheadFigures } from './telemetry-overhead.js';
 
 const started = Date.now();
 const { reps, relayRows, sweepRows, latencyRate, latencySeconds, sqliteTimers, stepMessages, historyRows, emptyPasses, memoryTimers } =
@@ -60,6 +62,7 @@ const allSteps: BenchStep[] = [
   ['SQLite processes', () => sqliteProcessFigures(reps, sqliteTimers, log)],
   ['empty pass with history', () => dispatchHistoryFigures(reps, historyRows, emptyPasses)],
   ['RSS while draining timers', () => dispatchMemoryFigures(memoryTimers)],
+  ['telemetry overhead', () => telemetryOverheadFigures(reps, stepMessages)],
 ];
 const only = onlyFilter(process.argv);
 const skip = skipFilters(process.argv);

@@ -1,16 +1,26 @@
+import type { SpanContext } from '@opentelemetry/api';
 import type { TimerDelivery } from '../contracts.js';
 import { type ClaimGuard, claimDueRows, type StartAtClaim } from '../sql/claim-statements.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import { type Claim, DISPATCH_TABLES, type DispatchTable, dispatchTableNames } from '../sql/dispatch-tables.js';
+import { readStoredTraceContext } from '../telemetry/trace-context.js';
 import type { OutboxEnvelope } from './outbox-envelope.js';
 
-/** A claimed outbox row: the envelope and the claim token. */
+/** A claimed timer: the delivery for the runtime, and the trace context stored when it was scheduled. */
+export interface ClaimedTimer extends TimerDelivery {
+  /** The stored trace context, when the row holds a valid one (`readStoredTraceContext`); never fails the claim. */
+  readonly trace: SpanContext | undefined;
+}
+
+/** A claimed outbox row: the envelope, the claim token, and the trace context stored when it was written. */
 export interface ClaimedOutboxRow {
   readonly envelope: OutboxEnvelope;
   readonly token: string;
   readonly lastError: string | null;
   /** Whether the claim marked its delivery started (see {@link StartAtClaim}): it must start at once. */
   readonly startedAtClaim: boolean;
+  /** The stored trace context, when the row holds a valid one (`readStoredTraceContext`); never fails the claim. */
+  readonly trace: SpanContext | undefined;
 }
 
 /**
@@ -38,7 +48,7 @@ export async function claimDueTimers(
   leaseUntil: Date,
   limit: number,
   guard?: ClaimGuard,
-): Promise<ClaimedRows<TimerDelivery>> {
+): Promise<ClaimedRows<ClaimedTimer>> {
   const raw = await claimDueRows(db, DISPATCH_TABLES.timer, now, leaseUntil, limit, guard);
   const column = db.tables.timer.field;
   return decodeAll(db, DISPATCH_TABLES.timer, raw, (row, read) => ({
@@ -53,6 +63,7 @@ export async function claimDueTimers(
     attempts: Number(row.attempts),
     correlationId: row.correlationId == null ? null : String(row.correlationId),
     lastError: row.lastError == null ? null : String(row.lastError),
+    trace: readStoredTraceContext(row.traceContext),
   }));
 }
 
@@ -74,6 +85,7 @@ export async function claimDueOutboxRows(
     token: String(row.token),
     lastError: row.lastError == null ? null : String(row.lastError),
     startedAtClaim: row.deliveryStartedAt != null,
+    trace: readStoredTraceContext(row.traceContext),
     envelope: {
       id: String(row.id),
       type: String(row.messageType),

@@ -1,17 +1,11 @@
-import { isDriverException } from '../orm/index.js';
+import { errorText } from '../telemetry/error-text.js';
 import { SagaDispatchError } from './dispatch-pass-error.js';
 
 /**
- * An error as the dispatcher logs and records it: its class and message, and for a pass that failed the
- * same for its cause. A MikroORM driver error shows only its class and code (SQLSTATE, socket or SQLite
- * code): its message quotes the SQL statement with its parameters (tokens, stored error text).
+ * An error as the dispatcher logs and records it ({@link errorText}: a driver error shows only its class and code),
+ * and for a pass that failed the same for its cause.
  */
 export function describeError(error: unknown): string {
-  if (isDriverException(error)) {
-    const code = typeof error.code === 'string' || typeof error.code === 'number' ? ` (${error.code})` : '';
-    return `${error.name}${code}`;
-  }
-  if (!(error instanceof Error)) return String(error);
-  const text = `${error.name}: ${error.message}`;
+  const text = errorText(error);
   return error instanceof SagaDispatchError ? `${text} Cause: ${describeError(error.cause)}` : text;
 }

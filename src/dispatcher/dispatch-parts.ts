@@ -1,3 +1,4 @@
+import type { Tracer } from '@opentelemetry/api';
 import type { DatabaseContext } from '../sql/database-context.js';
 import type { SagaMetrics } from '../telemetry/saga-metrics.js';
 import type { DeliveryPool } from './delivery-pool.js';
@@ -14,6 +15,8 @@ export interface DispatchParts {
   readonly context: DatabaseContext;
   readonly options: ResolvedDispatcherOptions;
   readonly metrics: SagaMetrics;
+  /** The library's tracer (`saga.timeout`, `saga.publish` spans). */
+  readonly tracer: Tracer;
   readonly events: DispatcherEventListeners;
   readonly pool: DeliveryPool;
   readonly leases: LeaseKeeper;

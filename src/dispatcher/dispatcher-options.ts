@@ -63,6 +63,8 @@ export const DISPATCHER_DEFAULTS = Object.freeze({
   verifySchema: true,
   /** PostgreSQL: whether the loop listens for other processes' commits of rows due at once (LISTEN/NOTIFY). */
   listen: true,
+  /** How long a reading of the gauges (active sagas, backlogs) is reused, ms. */
+  gauges: Object.freeze({ cacheMs: 15_000 }),
 });
 
 /** Hands one outbox message to the application's broker; resolve when it is accepted. */
@@ -163,6 +165,13 @@ export interface SagaDispatcherOptions {
    * only (one connection less). No effect on SQLite. Default true.
    */
   readonly listen?: boolean;
+  /**
+   * The OpenTelemetry gauges `saga.active`, `saga.timeout.backlog` and `saga.outbox.backlog`, reported while the loop
+   * runs (`start()` to `stop()`) to the meter provider registered at `start()`. They are read from the database only
+   * when the SDK collects, by one statement of indexed counts, and a reading is reused for `cacheMs` (ms of the
+   * dispatcher's clock, at most {@link MAX_WAIT_MS}; default 15,000). `false`: no gauges, no reading.
+   */
+  readonly gauges?: false | { readonly cacheMs?: number };
 }
 
 /** {@link SagaDispatcherOptions} with every default applied. */
@@ -184,6 +193,7 @@ export interface ResolvedDispatcherOptions {
   readonly logger: SagaLogger;
   readonly verifySchema: boolean;
   readonly listen: boolean;
+  readonly gauges: false | { readonly cacheMs: number };
 }
 
 function fail(message: string): never {
@@ -258,7 +268,20 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
     logger: options.logger ?? consoleLogger('warn'),
     verifySchema: options.verifySchema ?? defaults.verifySchema,
     listen: options.listen ?? defaults.listen,
+    gauges: resolveGauges(options.gauges),
   };
+}
+
+/** `gauges` with its default applied: false, or the cache of a reading in ms. */
+function resolveGauges(gauges: SagaDispatcherOptions['gauges']): ResolvedDispatcherOptions['gauges'] {
+  if (gauges === false) return false;
+  if (gauges !== undefined && (typeof gauges !== 'object' || gauges === null)) {
+    fail(`gauges must be false or an object ({ cacheMs }); got ${shownOption(gauges)}.`);
+  }
+  const cacheMs = gauges?.cacheMs ?? DISPATCHER_DEFAULTS.gauges.cacheMs;
+  if (!(cacheMs > 0) || cacheMs > MAX_WAIT_MS)
+    fail(`gauges.cacheMs must be a positive number of at most ${MAX_WAIT_MS} ms; got ${shownOption(cacheMs)}.`);
+  return { cacheMs };
 }
 
 /** The retry delay after the `attempts`-th failure (1-based), ms. */

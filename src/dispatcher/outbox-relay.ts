@@ -1,6 +1,10 @@
+import { context as otelContext } from '@opentelemetry/api';
 import type { DispatchPassResult } from '../contracts.js';
 import { markPublished } from '../sql/delivery-statements.js';
 import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
+import { DELIVERY_OUTCOMES, DeliverySpan } from '../telemetry/delivery-span.js';
+import { SPAN_ATTRIBUTES } from '../telemetry/span-attributes.js';
+import { traceHeaders } from '../telemetry/trace-context.js';
 import { type ClaimedOutboxRow, claimDueOutboxRows } from './claim-due-rows.js';
 import { CoalescedWrite } from './coalesced-write.js';
 import type { DispatchParts } from './dispatch-parts.js';
@@ -70,8 +74,10 @@ export class OutboxRelay {
   }
 
   /**
-   * Publishes one claimed row; its published stamp, written with the others of its pass in one statement, is
-   * pushed to `stamps`: the delivery (and its pool slot) ends when the publisher returned.
+   * Publishes one claimed row in its `saga.publish` span, a child of the trace context stored with the row; the
+   * envelope's headers carry that span's context (`traceparent`) to the consumer. Its published stamp, written with
+   * the others of its pass in one statement, is pushed to `stamps`: the delivery (and its pool slot) ends when the
+   * publisher returned.
    */
   private async publishOne(
     claimed: ClaimedOutboxRow,
@@ -79,16 +85,22 @@ export class OutboxRelay {
     counts: OutboxCounts,
     stamps: Promise<void>[],
   ): Promise<Stamping | undefined> {
-    const { options, metrics, outcomes, deliveries } = this.parts;
-    const { envelope } = claimed;
-    const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
+    const { options, metrics, tracer, outcomes, deliveries } = this.parts;
+    const what = `outbox message '${claimed.envelope.type}' ${claimed.envelope.id} of saga ${claimed.envelope.sagaType}/${claimed.envelope.sagaId}`;
     if (!claimed.startedAtClaim && !(await deliveries.start(DISPATCH_TABLES.outbox, row, what, counts))) return;
+    const span = DeliverySpan.publish(tracer, claimed.envelope, claimed.trace);
+    // The trace headers win over a step's header of the same name: they say where the message was published from.
+    const envelope = { ...claimed.envelope, headers: { ...claimed.envelope.headers, ...traceHeaders(span.context) } };
     try {
-      await deliveries.withTimeout(() => options.publish!(envelope), envelope.correlationId);
+      await deliveries.withTimeout(() => otelContext.with(span.context, () => options.publish!(envelope)), envelope.correlationId);
     } catch (error) {
-      await outcomes.deliveryFailed(DISPATCH_TABLES.outbox, row, error, what, counts);
+      span.failed(await outcomes.deliveryFailed(DISPATCH_TABLES.outbox, row, error, what, counts), error);
       return;
     }
+    const latency = (options.clock.now().getTime() - envelope.createdAt.getTime()) / 1000;
+    span.setAttribute(SPAN_ATTRIBUTES.outboxLatency, latency);
+    span.ended(DELIVERY_OUTCOMES.PUBLISHED);
+    metrics.record('outboxLatency', latency, { [SPAN_ATTRIBUTES.sagaType]: envelope.sagaType });
     counts.published++;
     metrics.add('messagesPublished', envelope.sagaType);
     const stamped = this.stampPublished(row, envelope.id);

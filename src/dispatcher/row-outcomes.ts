@@ -1,6 +1,7 @@
 import type { DatabaseContext } from '../sql/database-context.js';
 import { deadLetter, giveBackUntil, recordFailure, releaseClaim } from '../sql/delivery-statements.js';
 import { type Claim, type DispatchTable, ERROR_TEXT_LIMIT } from '../sql/dispatch-tables.js';
+import { DELIVERY_OUTCOMES } from '../telemetry/delivery-span.js';
 import type { SagaCounterName, SagaMetrics } from '../telemetry/saga-metrics.js';
 import { storableText } from '../text/storable-text.js';
 import type { UndecodableRow } from './claim-due-rows.js';
@@ -9,6 +10,12 @@ import { type ResolvedDispatcherOptions, retryDelayMs } from './dispatcher-optio
 import type { Counts, HeldRow } from './held-row.js';
 import { isInfrastructureFault } from './infrastructure-fault.js';
 import type { PendingOutcomes } from './pending-outcomes.js';
+
+/** What became of a row whose delivery threw. */
+export type FailedDeliveryOutcome =
+  | typeof DELIVERY_OUTCOMES.INTERRUPTED
+  | typeof DELIVERY_OUTCOMES.FAILED
+  | typeof DELIVERY_OUTCOMES.DEAD_LETTERED;
 
 /** The counters a failed delivery moves, per table. */
 const FAILURE_COUNTERS = {
@@ -29,10 +36,11 @@ export class RowOutcomes {
     private readonly pending: PendingOutcomes,
   ) {}
 
-  /** A delivery threw: a database fault is given back uncharged; anything else is a failed attempt. */
-  async deliveryFailed(table: DispatchTable, row: HeldRow, error: unknown, what: string, counts: Counts): Promise<void> {
-    if (isInfrastructureFault(error)) await this.interrupted(table, row, error, what, counts);
-    else await this.recordFailure(table, row, error, what, counts);
+  /** A delivery threw: a database fault is given back uncharged; anything else is a failed attempt. Says which. */
+  async deliveryFailed(table: DispatchTable, row: HeldRow, error: unknown, what: string, counts: Counts): Promise<FailedDeliveryOutcome> {
+    if (!isInfrastructureFault(error)) return this.recordFailure(table, row, error, what, counts);
+    await this.interrupted(table, row, error, what, counts);
+    return DELIVERY_OUTCOMES.INTERRUPTED;
   }
 
   /** The database failed under a delivery: not the row's fault. Gives the row back, or keeps it to give back later. */
@@ -66,7 +74,13 @@ export class RowOutcomes {
    * Counts a failed delivery: backs the row off, or dead-letters it on its last allowed attempt. When the
    * database cannot take it, the record is kept and written at the next pass.
    */
-  private async recordFailure(table: DispatchTable, row: HeldRow, error: unknown, what: string, counts: Counts): Promise<void> {
+  private async recordFailure(
+    table: DispatchTable,
+    row: HeldRow,
+    error: unknown,
+    what: string,
+    counts: Counts,
+  ): Promise<FailedDeliveryOutcome> {
     const { clock, maxAttempts, backoff, logger } = this.options;
     const attempts = row.attempts + 1;
     const message = storableText(describe(error), ERROR_TEXT_LIMIT);
@@ -80,7 +94,7 @@ export class RowOutcomes {
       else logger.error(`${what} dead-lettered after ${attempts} failed attempt(s): ${message}`);
       counts.deadLettered++;
       this.metrics.add(counters.deadLettered, row.sagaType);
-      return;
+      return DELIVERY_OUTCOMES.DEAD_LETTERED;
     }
     const retryAt = new Date(now.getTime() + retryDelayMs(attempts, backoff));
     const failure = { claim: row, error: message, retryAt };
@@ -88,6 +102,7 @@ export class RowOutcomes {
     else logger.warn(`${what} failed (attempt ${attempts} of ${maxAttempts}); retrying at ${retryAt.toISOString()}: ${message}`);
     counts.failed++;
     this.metrics.add(counters.failed, row.sagaType);
+    return DELIVERY_OUTCOMES.FAILED;
   }
 
   /**

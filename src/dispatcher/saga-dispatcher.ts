@@ -1,8 +1,11 @@
+import { type Tracer, trace } from '@opentelemetry/api';
 import type { DispatchPassResult } from '../contracts.js';
 import { SagaError } from '../errors.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-tables.js';
-import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
+import { recordPassSpan } from '../telemetry/pass-span.js';
+import { SagaGauges } from '../telemetry/saga-gauges.js';
+import { SagaMetrics, type SagaStats, TELEMETRY_SCOPE } from '../telemetry/saga-metrics.js';
 import { ENDED } from '../time/clock.js';
 import { DeliveryPool } from './delivery-pool.js';
 import { describeError as describe } from './describe-error.js';
@@ -44,6 +47,8 @@ export class SagaDispatcher implements AsyncDisposable {
   /** @internal The runtime's database context: the statements' EntityManager, dialect and table names. */
   readonly context: DatabaseContext;
   private readonly metrics = new SagaMetrics();
+  /** The library's tracer: a proxy that follows the tracer provider registered when a span starts. */
+  private readonly tracer: Tracer = trace.getTracer(TELEMETRY_SCOPE);
   private readonly events: DispatcherEventListeners;
   private readonly pool: DeliveryPool;
   private readonly leases: LeaseKeeper;
@@ -54,6 +59,8 @@ export class SagaDispatcher implements AsyncDisposable {
   private readonly timers: TimerFiring;
   private readonly outbox: OutboxRelay;
   private readonly wakeup = new LoopWakeup();
+  /** The gauges reported while the loop runs; undefined with `gauges: false`. */
+  private readonly gauges: SagaGauges | undefined;
   private controller: AbortController | undefined;
   private loop: Promise<void> | undefined;
 
@@ -68,12 +75,28 @@ export class SagaDispatcher implements AsyncDisposable {
     this.pool = new DeliveryPool(limits, (error) => logger.error(`a delivery task threw: ${describe(error)}`));
     this.leases = new LeaseKeeper(context, { clock, leaseMs, logger, onRenewed: (renewal) => this.events.emit('renewed', renewal) });
     this.rest = new TableRest(pollIntervalMs);
-    const { metrics, events, pool, leases, rest, pending } = this;
+    const { metrics, tracer, events, pool, leases, rest, pending } = this;
     const outcomes = new RowOutcomes(context, this.options, metrics, pending);
     const deliveries = new RowDeliveries({ context, options: this.options, leases, pending, outcomes });
-    const parts: DispatchParts = { context, options: this.options, metrics, events, pool, leases, rest, pending, outcomes, deliveries };
+    const parts: DispatchParts = {
+      context,
+      options: this.options,
+      metrics,
+      tracer,
+      events,
+      pool,
+      leases,
+      rest,
+      pending,
+      outcomes,
+      deliveries,
+    };
     this.timers = new TimerFiring(parts);
     this.outbox = new OutboxRelay(parts);
+    const { gauges } = this.options;
+    this.gauges = gauges
+      ? new SagaGauges({ db: context, sagas: this.options.runtime.gaugedSagas(), clock, logger, cacheMs: gauges.cacheMs })
+      : undefined;
   }
 
   /** Whether the loop is running. */
@@ -93,10 +116,11 @@ export class SagaDispatcher implements AsyncDisposable {
 
   /**
    * Starts the polling loop. Only {@link SagaDispatcher.stop} ends it: failed deliveries are counted and retried, and a
-   * failed pass (database outage) is logged and retried with backoff.
+   * failed pass (database outage) is logged and retried with backoff. Registers the gauges (`gauges`) until stop().
    */
   start(): void {
     if (this.loop) throw new SagaError('OPTION_INVALID', 'SagaDispatcher.start(): the dispatcher is already running.');
+    this.gauges?.start();
     const controller = new AbortController();
     this.controller = controller;
     const unsubscribe = this.options.runtime.rowsDue.on((table) => this.rowsDue([table]));
@@ -178,6 +202,7 @@ export class SagaDispatcher implements AsyncDisposable {
         );
       }
     }
+    this.gauges?.stop();
     this.loop = undefined;
     this.controller = undefined;
   }
@@ -348,6 +373,8 @@ export class SagaDispatcher implements AsyncDisposable {
     skipped: ReadonlySet<DispatchTable> = new Set(),
   ): Promise<DispatchPassResult> {
     const now = this.options.clock.now();
+    // The span's own time, not the dispatcher's clock: a FakeClock's time is no time a trace backend can show.
+    const startTime = Date.now();
     const result: Mutable<DispatchPassResult> = {
       timers: { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, contended: 0, released: 0, interrupted: 0, lost: 0 },
       outbox: { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0, interrupted: 0, lost: 0 },
@@ -375,8 +402,10 @@ export class SagaDispatcher implements AsyncDisposable {
       if (timersDone.status === 'rejected') throw timersDone.reason;
       if (outboxDone.status === 'rejected') throw outboxDone.reason;
     } catch (error) {
+      recordPassSpan(this.tracer, startTime, result, error);
       throw new SagaDispatchError(result, error);
     }
+    recordPassSpan(this.tracer, startTime, result);
     return result;
   }
 }

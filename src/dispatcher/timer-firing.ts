@@ -1,9 +1,11 @@
-import type { DispatchPassResult, TimerDelivery } from '../contracts.js';
+import type { DispatchPassResult } from '../contracts.js';
 import { SAGA_ERROR_CODES, SagaConcurrencyError } from '../errors.js';
 import type { SagaPreload } from '../saga/unit-of-work/saga-preload.js';
 import { missTimersOverdueBefore, missTimersSupersededInBacklog } from '../sql/catch-up-statements.js';
 import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
-import { claimDueTimers } from './claim-due-rows.js';
+import { DELIVERY_OUTCOMES, DeliverySpan } from '../telemetry/delivery-span.js';
+import { SPAN_ATTRIBUTES } from '../telemetry/span-attributes.js';
+import { type ClaimedTimer, claimDueTimers } from './claim-due-rows.js';
 import type { DispatchParts } from './dispatch-parts.js';
 import { CATCH_UP_POLICIES } from './dispatcher-options.js';
 import type { HeldRow, Mutable } from './held-row.js';
@@ -58,30 +60,41 @@ export class TimerFiring {
     );
   }
 
-  private async fire(timer: TimerDelivery, counts: TimerCounts, preload: SagaPreload): Promise<void> {
-    const { options, metrics, rest, outcomes, deliveries } = this.parts;
+  /**
+   * Delivers one claimed timer in its `saga.timeout` span, a child of the trace context stored when the timer was
+   * scheduled; the woken step's `saga.step` span is its child.
+   */
+  private async fire(claimed: ClaimedTimer, counts: TimerCounts, preload: SagaPreload): Promise<void> {
+    const { options, metrics, tracer, rest, outcomes, deliveries } = this.parts;
+    const { trace: stored, ...timer } = claimed;
     const row: HeldRow = timer;
     const what = `timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
     if (!(await deliveries.start(DISPATCH_TABLES.timer, row, what, counts))) return;
+    const lateness = (options.clock.now().getTime() - timer.dueAt.getTime()) / 1000;
+    const span = DeliverySpan.timeout(tracer, timer, stored, lateness);
     try {
-      const result = await deliveries.withTimeout(() => options.runtime.deliverTimer(timer, preload), timer.correlationId);
+      const result = await deliveries.withTimeout(() => options.runtime.deliverTimer(timer, preload, span.context), timer.correlationId);
       // The runtime counts stale and discarded deliveries (saga.timeout.stale / .discarded); counted here too, a
       // stale firing added 2.
       if (result.outcome === 'stale' || result.outcome === 'ignored') {
         counts.stale++;
+        span.ended(result.outcome === 'stale' ? DELIVERY_OUTCOMES.STALE : DELIVERY_OUTCOMES.DISCARDED);
       } else {
         counts.fired++;
         rest.timerFired();
         metrics.add('timersFired', timer.sagaType);
+        metrics.record('timerLateness', lateness, { [SPAN_ATTRIBUTES.sagaType]: timer.sagaType });
+        span.ended(DELIVERY_OUTCOMES.FIRED);
       }
     } catch (error) {
       if (isVersionContention(error)) {
         // Version conflicts on a busy saga, not a failed delivery: uncharged, backed off.
         counts.contended++;
         metrics.add('timersContended', timer.sagaType);
+        span.failed(DELIVERY_OUTCOMES.CONTENDED, error);
         await outcomes.contended(DISPATCH_TABLES.timer, row, error, what);
       } else {
-        await outcomes.deliveryFailed(DISPATCH_TABLES.timer, row, error, what, counts);
+        span.failed(await outcomes.deliveryFailed(DISPATCH_TABLES.timer, row, error, what, counts), error);
       }
     }
   }

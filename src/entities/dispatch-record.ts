@@ -15,6 +15,12 @@ export abstract class DispatchRecord<TOutcome extends string = string> {
   /** The message, JSON round-tripped. */
   payload!: Record<string, unknown>;
   correlationId: string | null = null;
+  /**
+   * The W3C trace context current when the row was written (the `saga.step` span of the unit of work that wrote it),
+   * as JSON `{"traceparent": ..., "tracestate"?: ...}`; null when no trace was recorded. The delivery's span continues
+   * that trace (docs/observability.md). Read leniently: a value that is not a valid trace context is ignored.
+   */
+  traceContext: string | null = null;
   /** When the row may next be claimed: when it is due, later pushed by retry backoff. */
   availableAt!: Date;
   /** Concurrency token: a new value at every claim (and, for timers, every reschedule). */
@@ -53,6 +59,7 @@ export const DispatchRecordSchema = new EntitySchema<DispatchRecord>({
     messageType: { type: 'string', length: COLUMN_LIMITS.messageType, fieldName: 'message_type' },
     payload: { type: 'json', fieldName: 'payload' },
     correlationId: { type: 'string', length: COLUMN_LIMITS.correlationId, fieldName: 'correlation_id', nullable: true },
+    traceContext: { type: 'text', fieldName: 'trace_context', nullable: true },
     availableAt: { type: DateTimeType, fieldName: 'available_at' },
     token: { type: 'uuid', fieldName: 'token' },
     lockedUntil: { type: DateTimeType, fieldName: 'locked_until', nullable: true },

@@ -8,6 +8,7 @@ import { fieldOf, SAGA_COLUMN_FIXES, storedDateProblem, storedValueInvalid, stor
 import { insertOutboxMessages } from '../sql/outbox-statements.js';
 import { queryRows, runStatement } from '../sql/sql-executor.js';
 import { deleteAllPendingTimers } from '../sql/timer-statements.js';
+import { activeTraceContext } from '../telemetry/trace-context.js';
 import { checkedInput, checkReason, checkUuid, invalidInput } from './operation-input.js';
 import { OPERATOR_MESSAGE_TYPES, type SagaChange, type SagaChangeRequest } from './operation-types.js';
 import type { OperationsContext } from './operations-context.js';
@@ -62,6 +63,8 @@ export async function changeSaga(ops: OperationsContext, kind: ChangeKind, reque
           payloadJson: JSON.stringify(payload),
           headersJson: JSON.stringify({ 'saga-type': saga.sagaType, 'saga-id': sagaId, 'operator-action': kind }),
           correlationId: null,
+          // The operator's own trace, when the call runs in one (the CLI, an admin endpoint).
+          traceContext: activeTraceContext(),
           token: randomUUID(),
           createdAt: now,
         },

@@ -5,6 +5,7 @@ import { SagaValidationError } from '../errors.js';
 import { freshFork } from '../orm/index.js';
 import { labelOf } from '../saga/stored-text.js';
 import { checkStoredSagaRow, isStackOverflow, jsonTooDeep } from '../saga/stored-values.js';
+import { countActiveRows } from '../sql/count-statements.js';
 import { queryRows } from '../sql/sql-executor.js';
 import { sagaDispatchRows } from './dispatch-row-queries.js';
 import {
@@ -220,10 +221,7 @@ export async function countActiveSagas(ops: OperationsContext): Promise<ActiveSa
   const em = freshFork(ops.db.em);
   const counts: ActiveSagaCount[] = [];
   for (const saga of ops.sagas.values()) {
-    const rows = await queryRows<{ n: number | string }>(em, {
-      sql: `select count(*) as "n" from ${saga.table} where ${saga.column.completedAt} is null`,
-      params: [],
-    });
+    const rows = await queryRows<{ n: number | string }>(em, { sql: `select (${countActiveRows(saga)}) as "n"`, params: [] });
     counts.push({ sagaType: saga.sagaType, active: Number(rows[0]?.n ?? 0) });
   }
   return counts;

@@ -1,13 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/core';
+import { type Context, context as otelContext, type Tracer, trace } from '@opentelemetry/api';
 import type { TimerDelivery } from '../contracts.js';
-import { getCorrelationId } from '../correlation/correlation-context.js';
+import { getCorrelationId, runWithCorrelationId } from '../correlation/correlation-context.js';
 import type { DialectAdapter } from '../dialect/dialect-adapter.js';
 import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
 import { SagaCorrelationError, SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
 import { verifySagaSchema, verifySagaSchemaThrough } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
-import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
+import type { GaugedSaga } from '../telemetry/saga-gauges.js';
+import { SagaMetrics, type SagaStats, TELEMETRY_SCOPE } from '../telemetry/saga-metrics.js';
+import { StepSpan } from '../telemetry/step-span.js';
 import { isIntegerIn } from '../time/option-ranges.js';
 import { callOptions } from './call-options.js';
 import { copyMessage } from './copy-message.js';
@@ -56,6 +59,8 @@ export class SagaRuntime {
   readonly context: DatabaseContext;
   private readonly sagas: ReadonlyMap<string, RegisteredSaga>;
   private readonly metrics = new SagaMetrics();
+  /** The library's tracer: a proxy that follows the tracer provider registered when a span starts. */
+  private readonly tracer: Tracer = trace.getTracer(TELEMETRY_SCOPE);
   /**
    * @internal Units of work that committed rows due at once: the dispatchers on this runtime claim them at once, and
    * on PostgreSQL (`notifyDispatchers`) those of other processes that listen.
@@ -95,6 +100,11 @@ export class SagaRuntime {
   /** Totals of what this runtime did since it was created. */
   stats(): SagaStats {
     return this.metrics.stats();
+  }
+
+  /** @internal The registered saga types and their tables' names, for a dispatcher's `saga.active` gauge. */
+  gaugedSagas(): GaugedSaga[] {
+    return [...this.sagas.values()].map((saga) => ({ sagaType: saga.definition.name, table: this.context.tables.saga(saga.meta) }));
   }
 
   /** The registered definition named `sagaType`, if any. */
@@ -196,7 +206,7 @@ export class SagaRuntime {
     const given = options.correlationId === undefined ? (getCorrelationId() ?? randomUUID()) : options.correlationId;
     const correlationId = checkCorrelationId(given, name);
     const messageId = options.messageId === undefined ? undefined : checkMessageId(options.messageId, name, type);
-    return this.run(saga, { ...message, first }, { kind: 'correlation', value, messageId }, correlationId, options.em);
+    return this.run(saga, { ...message, first }, { kind: 'correlation', value, messageId }, correlationId, { appEm: options.em });
   }
 
   /**
@@ -236,8 +246,10 @@ export class SagaRuntime {
    * nothing is written and the outcome is `stale`.
    * @param preload the saga rows of the timer's claimed batch ({@link preloadTimerSagas}): the first
    *   attempt takes the saga's row from it when it holds it. Default: none (the row is read).
+   * @param parent the context whose span the step's `saga.step` span is a child of (the dispatcher's `saga.timeout`
+   *   span). Default: the active context.
    */
-  async deliverTimer(timer: TimerDelivery, preload?: SagaPreload): Promise<HandleResult> {
+  async deliverTimer(timer: TimerDelivery, preload?: SagaPreload, parent?: Context): Promise<HandleResult> {
     const saga = this.registered(timer.sagaType);
     const what = `Timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
     const original = timer.payload as SagaMessage;
@@ -249,7 +261,7 @@ export class SagaRuntime {
         { sagaType: timer.sagaType, sagaId: timer.sagaId, timerName: timer.name, messageType: timer.messageType },
       );
     }
-    return this.run(saga, { original, copy }, { kind: 'timer', timer, preload }, timer.correlationId ?? randomUUID());
+    return this.run(saga, { original, copy }, { kind: 'timer', timer, preload }, timer.correlationId ?? randomUUID(), { parent });
   }
 
   /**
@@ -323,27 +335,53 @@ export class SagaRuntime {
   }
 
   /**
-   * Runs the unit of work of `message`, after the start-up schema check: in a transaction of the runtime's own, or
-   * inside the application's open transaction of `appEm`.
+   * Runs the unit of work of `message`, after the start-up schema check, in its `saga.step` span (a child of
+   * `parent`'s span) and under `correlationId` as the ambient correlation id, so that the step and everything it
+   * calls read the id the unit of work stamps on its rows: in a transaction of the runtime's own, or inside the
+   * application's open transaction of `appEm`.
    */
   private async run(
     saga: RegisteredSaga,
     message: RuntimeMessage,
     target: HandleTarget,
     correlationId: string,
-    appEm?: EntityManager,
+    { appEm, parent = otelContext.active() }: { readonly appEm?: EntityManager; readonly parent?: Context } = {},
   ): Promise<HandleResult> {
-    // Nothing is sent on a closed ORM: MikroORM 6's pool would keep the statement waiting, 7 would connect again.
-    if (this.context.orm.closed) {
-      throw ormClosedError(saga.definition.name, target.kind === 'timer' ? target.timer.sagaId : undefined, String(message.copy.type));
+    const timer = target.kind === 'timer' ? target.timer : undefined;
+    const messageType = String(message.copy.type);
+    const span = StepSpan.start(
+      this.tracer,
+      this.metrics,
+      {
+        sagaType: saga.definition.name,
+        messageType,
+        correlationId,
+        messageId: timer ? timer.id : target.kind === 'correlation' ? target.messageId : undefined,
+        sagaId: timer?.sagaId,
+      },
+      parent,
+    );
+    try {
+      // Nothing is sent on a closed ORM: MikroORM 6's pool would keep the statement waiting, 7 would connect again.
+      if (this.context.orm.closed) throw ormClosedError(saga.definition.name, timer?.sagaId, messageType);
+      const input = { saga, message, target, correlationId, span };
+      let unit: () => Promise<HandleResult>;
+      if (appEm) {
+        const checkSchema = (em: EntityManager) => (this.options.verifySchema ? this.verifySchemaThrough(em) : Promise.resolve());
+        unit = () => runJoinedUnitOfWork(this.unitOfWork, input, { appEm, checkSchema });
+      } else {
+        if (this.options.verifySchema) await this.verifySchemaOnce();
+        unit = () => runUnitOfWork(this.unitOfWork, input);
+      }
+      const work = () => otelContext.with(span.context, unit);
+      // Entered only when the ambient id differs (a timer's delivery and a request's own id already run under it).
+      const result = await (getCorrelationId() === correlationId ? work() : runWithCorrelationId(correlationId, work));
+      span.ended(result);
+      return result;
+    } catch (error) {
+      span.failed(error);
+      throw error;
     }
-    const input = { saga, message, target, correlationId };
-    if (appEm) {
-      const checkSchema = (em: EntityManager) => (this.options.verifySchema ? this.verifySchemaThrough(em) : Promise.resolve());
-      return runJoinedUnitOfWork(this.unitOfWork, input, { appEm, checkSchema });
-    }
-    if (this.options.verifySchema) await this.verifySchemaOnce();
-    return runUnitOfWork(this.unitOfWork, input);
   }
 
   /**

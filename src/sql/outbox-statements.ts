@@ -10,6 +10,8 @@ export interface OutboxWrite {
   readonly payloadJson: string;
   readonly headersJson: string;
   readonly correlationId: string | null;
+  /** The stored trace context of the unit of work that writes it (`readStoredTraceContext` reads it). */
+  readonly traceContext: string | null;
   readonly token: string;
   readonly createdAt: Date;
 }
@@ -17,7 +19,7 @@ export interface OutboxWrite {
 /** Inserts outbox rows in one statement, available for relay at once. */
 export function insertOutboxMessages(db: DatabaseContext, messages: readonly OutboxWrite[]): SqlStatement {
   const { table, column: c } = db.tables.outbox;
-  const row = `(${placeholders(9)}, 0, ?)`;
+  const row = `(${placeholders(10)}, 0, ?)`;
   const columns = [
     c.id,
     c.sagaType,
@@ -26,6 +28,7 @@ export function insertOutboxMessages(db: DatabaseContext, messages: readonly Out
     c.payload,
     c.headers,
     c.correlationId,
+    c.traceContext,
     c.availableAt,
     c.token,
     c.attempts,
@@ -42,6 +45,7 @@ export function insertOutboxMessages(db: DatabaseContext, messages: readonly Out
       m.payloadJson,
       m.headersJson,
       m.correlationId,
+      m.traceContext,
       m.createdAt,
       m.token,
       m.createdAt,

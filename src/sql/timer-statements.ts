@@ -18,6 +18,8 @@ export interface TimerWrite {
   readonly payloadJson: string;
   readonly calendarKey: string | null;
   readonly correlationId: string | null;
+  /** The stored trace context of the unit of work that writes it (`readStoredTraceContext` reads it). */
+  readonly traceContext: string | null;
   readonly token: string;
   readonly createdAt: Date;
 }
@@ -32,7 +34,8 @@ export function replacePendingTimer(db: DatabaseContext, timer: TimerWrite): Sql
   const { table, column: c } = db.tables.timer;
   return {
     sql: `update ${table} set ${c.step} = ?, ${c.dueAt} = ?, ${c.availableAt} = ?, ${c.messageType} = ?, ${c.payload} = ?,
-       ${c.calendarKey} = ?, ${c.correlationId} = ?, ${c.token} = ?, ${c.lockedUntil} = null, ${c.attempts} = 0, ${c.lastError} = null
+       ${c.calendarKey} = ?, ${c.correlationId} = ?, ${c.traceContext} = ?, ${c.token} = ?, ${c.lockedUntil} = null, ${c.attempts} = 0,
+       ${c.lastError} = null
      where ${c.sagaType} = ? and ${c.sagaId} = ? and ${c.name} = ? and ${c.dispatchedAt} is null`,
     params: [
       timer.step,
@@ -42,6 +45,7 @@ export function replacePendingTimer(db: DatabaseContext, timer: TimerWrite): Sql
       timer.payloadJson,
       timer.calendarKey,
       timer.correlationId,
+      timer.traceContext,
       timer.token,
       timer.sagaType,
       timer.sagaId,
@@ -56,7 +60,7 @@ export function replacePendingTimer(db: DatabaseContext, timer: TimerWrite): Sql
  */
 export function insertTimers(db: DatabaseContext, timers: readonly TimerWrite[]): SqlStatement {
   const { table, column: c } = db.tables.timer;
-  const row = `(${placeholders(12)}, 0, ?)`;
+  const row = `(${placeholders(13)}, 0, ?)`;
   const columns = [
     c.id,
     c.sagaType,
@@ -69,6 +73,7 @@ export function insertTimers(db: DatabaseContext, timers: readonly TimerWrite[])
     c.payload,
     c.calendarKey,
     c.correlationId,
+    c.traceContext,
     c.token,
     c.attempts,
     c.createdAt,
@@ -88,6 +93,7 @@ export function insertTimers(db: DatabaseContext, timers: readonly TimerWrite[])
       t.payloadJson,
       t.calendarKey,
       t.correlationId,
+      t.traceContext,
       t.token,
       t.createdAt,
     ]),

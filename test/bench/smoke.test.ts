@@ -118,7 +118,7 @@ it('the short benchmark runs every figure with its baseline and writes one resul
     expectMachineAndLoad(report);
     expectRelayDetails(report.steps);
     const names = report.figures.map(named);
-    const total = onSix ? 24 + BOTH_MAJORS.length + SIX_ONLY.length : 24 - BOTH_MAJORS.length;
+    const total = onSix ? 25 + BOTH_MAJORS.length + SIX_ONLY.length : 25 - BOTH_MAJORS.length;
     expect(names).toHaveLength(total);
     for (const wanted of [
       ...RELAY,
@@ -130,6 +130,7 @@ it('the short benchmark runs every figure with its baseline and writes one resul
       /^SQLite, hand-written SQL .*3 processes vs 1 \(WAL\) \/ raw SQL, 1 process$/,
       /^empty dispatcher pass, \d+ delivered timers and \d+ published messages of history, after VACUUM \(PostgreSQL\) \/ the same pass, no history$/,
       /^RSS while draining \d+ timers on \d+ sagas: the 50 MB growth budget left after the first tenth \(PostgreSQL\) \/ the 50 MB budget$/,
+      /^saga step with an OpenTelemetry SDK registered \(in-memory exporters, simple span processor\), 4 callers \(PostgreSQL\) \/ the same step, no SDK registered$/,
     ]) {
       expect(
         names.filter((name) => wanted.test(name)),

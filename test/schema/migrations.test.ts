@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { type MigrationObject, MikroORM } from '@mikro-orm/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SAGA_MIGRATIONS, sagaMigration } from '../../migrations/index.js';
+import { inspectSagaSchema } from '../../src/index.js';
 import { ORM_MAJOR } from '../../src/orm/orm-major.js';
 import { migrateUp, updateSchemaSql } from '../../src/orm/schema-tools.js';
 import { ScriptedSaga } from '../fixtures/scripted-saga.js';
@@ -159,6 +160,30 @@ for (const dialect of DIALECTS) {
         await orm.close(true);
       }
     }, 120_000);
+  });
+}
+
+for (const dialect of DIALECTS) {
+  describe(`the trace context migration (${dialect})`, () => {
+    const db = useDatabase(dialect, [ScriptedSaga]);
+    const name = dialect === 'postgresql' ? 'Migration20261207000000' : 'Migration20261207000001';
+
+    it('adds saga_timer.trace_context and saga_outbox.trace_context; without them the schema check names both; down() drops them', async () => {
+      const { em } = db().orm;
+      expect(await inspectSagaSchema({ em })).toEqual([]);
+      const migrator = db().orm.migrator as unknown as {
+        down(options: { migrations: string[] }): Promise<unknown>;
+        up(options: { migrations: string[] }): Promise<unknown>;
+      };
+      await migrator.down({ migrations: [name] });
+      expect(await inspectSagaSchema({ em })).toEqual([
+        { kind: 'column_missing', table: 'saga_timer', item: 'trace_context' },
+        { kind: 'column_missing', table: 'saga_outbox', item: 'trace_context' },
+      ]);
+      await migrator.up({ migrations: [name] });
+      expect(await inspectSagaSchema({ em })).toEqual([]);
+      expect(await updateSchemaSql(db().orm)).toBe('');
+    });
   });
 }
 

@@ -156,6 +156,7 @@ for (const dialect of DIALECTS) {
           payloadJson: '{"type":"Tick"}',
           calendarKey: null,
           correlationId: null,
+          traceContext: null,
           token: crypto.randomUUID(),
           createdAt: new Date(),
         });

@@ -1,30 +1,17 @@
 // Timer telemetry on every database: each timer event is counted once, and a timer delivered to a missing or
 // completed saga is stamped `discarded`, not `fired`.
-import { type MeterProvider, metrics } from '@opentelemetry/api';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, SagaTimer, silentLogger } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga, scriptedSagaWithTick } from '../fixtures/scripted-saga.js';
 import { DIALECTS } from '../support/databases.js';
 import { rowsOf } from '../support/rows.js';
 import { deferred, uniqueKey, useDatabase } from '../support/suite.js';
+import { useTelemetry } from '../support/telemetry.js';
 
-/** A meter provider that sums every counter by instrument name, as an OpenTelemetry SDK would export it. */
-const exported = new Map<string, number>();
-const recordingProvider = {
-  getMeter: () => ({
-    createCounter: (name: string) => ({ add: (value: number) => exported.set(name, (exported.get(name) ?? 0) + value) }),
-  }),
-} as unknown as MeterProvider;
-const total = (name: string) => exported.get(name) ?? 0;
-
-beforeAll(() => {
-  metrics.disable();
-  metrics.setGlobalMeterProvider(recordingProvider);
-});
-afterAll(() => {
-  metrics.disable();
-});
+// The OpenTelemetry SDK with a reader collecting deltas: each test collects once before it acts, so what the
+// next collection holds is what the test did.
+const telemetry = useTelemetry();
 
 for (const dialect of DIALECTS) {
   describe(`telemetry counts once (${dialect})`, () => {
@@ -46,14 +33,14 @@ for (const dialect of DIALECTS) {
       const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger });
       const key = uniqueKey('stale');
       await other.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'schedule', name: 'r', after: 0 }] });
-      const staleBefore = total('saga.timeout.stale');
+      await telemetry().collect();
       const pass = dispatcher.runOnce();
       await entered.promise;
       // While the timer's step runs, another unit of work replaces the timer: the delivery's claim is worthless.
       await other.handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'schedule', name: 'r', after: 60_000 }] });
       release.resolve();
       expect((await pass).timers).toMatchObject({ claimed: 1, fired: 0, stale: 1 });
-      expect(total('saga.timeout.stale') - staleBefore).toBe(1);
+      expect((await telemetry().collect()).sum('saga.timeout.stale')).toBe(1);
       expect(runtime.stats().timersStale + dispatcher.stats().timersStale).toBe(1);
       expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 0 });
     });
@@ -66,13 +53,14 @@ for (const dialect of DIALECTS) {
       const key = uniqueKey('gone');
       const { sagaId } = await runtime.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'schedule', name: 'g', after: 0 }] });
       await db().orm.em.fork().nativeDelete(ScriptedSaga, { key });
-      const before = { discarded: total('saga.timeout.discarded'), fired: total('saga.timeout.fired'), stale: total('saga.timeout.stale') };
+      await telemetry().collect();
       await dispatcher.runOnce();
       const [timer] = await rowsOf(db().orm).timers({ sagaId });
       expect(timer).toMatchObject({ outcome: 'discarded', dispatchedAt: clock.now() });
-      expect(total('saga.timeout.discarded') - before.discarded).toBe(1);
-      expect(total('saga.timeout.fired') - before.fired).toBe(0);
-      expect(total('saga.timeout.stale') - before.stale).toBe(0);
+      const counted = await telemetry().collect();
+      expect(counted.sum('saga.timeout.discarded')).toBe(1);
+      expect(counted.sum('saga.timeout.fired')).toBe(0);
+      expect(counted.sum('saga.timeout.stale')).toBe(0);
       expect(runtime.stats()).toMatchObject({ timersDiscarded: 1, ignoredNoInstance: 1 });
     });
 

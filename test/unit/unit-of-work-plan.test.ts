@@ -59,6 +59,7 @@ function input(overrides: { isNew?: boolean; changed?: boolean; step?: string; c
     timer: undefined,
     now,
     correlationId: ctx.correlationId,
+    traceContext: null,
     messageId: undefined,
   };
   return { ctx, planInput };

@@ -41,6 +41,8 @@ export interface UnitOfWork {
   readonly stepMessage: () => SagaMessage;
   readonly target: HandleTarget;
   readonly correlationId: string;
+  /** The stored text of the unit's `saga.step` span context, kept on the timers and outbox rows it writes. */
+  readonly traceContext: string | null;
 }
 
 /** Which attempt this is: its number (1 for the first), the conflicts before it, and whether it writes alone. */
@@ -163,6 +165,7 @@ async function runAndWrite(current: Attempt, instance: LoadedInstance, messageId
     timer,
     now,
     correlationId,
+    traceContext: unit.traceContext,
     messageId,
   });
   const verifyUnchanged = sealState(em, definition.name, instance.state);

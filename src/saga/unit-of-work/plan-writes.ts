@@ -22,6 +22,8 @@ export interface PlanInput {
   readonly timer: TimerDelivery | undefined;
   readonly now: Date;
   readonly correlationId: string;
+  /** The trace context current when the rows are written (the unit's `saga.step` span), stored on each; null for none. */
+  readonly traceContext: string | null;
   /** The caller's message id, recorded with the unit of work; undefined when it gave none. */
   readonly messageId: string | undefined;
 }
@@ -90,6 +92,7 @@ function timerRows(input: PlanInput, scheduled: readonly PlannedTimer[], sagaId:
     payloadJson: planned.payloadJson,
     calendarKey: planned.calendarKey,
     correlationId,
+    traceContext: input.traceContext,
     token: randomUUID(),
     createdAt: now,
   }));
@@ -105,6 +108,7 @@ function outboxRows(input: PlanInput, sagaId: string, correlationId: string): Ou
     payloadJson: out.payloadJson,
     headersJson: JSON.stringify(out.headers),
     correlationId,
+    traceContext: input.traceContext,
     token: randomUUID(),
     createdAt: input.now,
   }));

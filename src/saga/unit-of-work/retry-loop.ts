@@ -1,6 +1,7 @@
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import { SagaConcurrencyError } from '../../errors.js';
 import { conflictKind } from '../../orm/index.js';
+import type { StepSpan } from '../../telemetry/step-span.js';
 import { type Clock, ENDED } from '../../time/clock.js';
 import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS } from '../handle-result.js';
 import type { RegisteredSaga } from '../registered-saga.js';
@@ -27,12 +28,14 @@ const RAISE_TOO = {
   postgresql: ', or end the transaction that holds the row (docs/guarantees.md, "Group commit")',
 } as const;
 
-/** A message for one saga, where it goes, and the correlation id it is handled under. */
+/** A message for one saga, where it goes, the correlation id it is handled under, and the span it is handled in. */
 export interface UnitOfWorkInput {
   readonly saga: RegisteredSaga;
   readonly message: RuntimeMessage;
   readonly target: HandleTarget;
   readonly correlationId: string;
+  /** Hears of each conflict; the rows the unit writes store its trace context. */
+  readonly span: StepSpan;
 }
 
 /**
@@ -43,7 +46,7 @@ export interface UnitOfWorkInput {
  * @throws SagaConcurrencyError when conflicts outlast `concurrency.maxAttempts`; nothing was written.
  */
 export async function runUnitOfWork(runtime: UnitOfWorkRuntime, input: UnitOfWorkInput): Promise<HandleResult> {
-  const { saga, message, target } = input;
+  const { saga, message, target, span } = input;
   const { clock, concurrency } = runtime.options;
   const unit = unitOfWork(input);
   let conflicts = 0;
@@ -69,6 +72,7 @@ export async function runUnitOfWork(runtime: UnitOfWorkRuntime, input: UnitOfWor
       }
       if (!(error instanceof RetryableConflict)) throw error;
       conflicts++;
+      span.conflict();
       runtime.metrics.add('concurrencyConflicts', saga.definition.name);
       if (attempts >= concurrency.maxAttempts) throw concurrencyError(runtime.dialect, unit, error, { attempts, conflicts });
       await sleepWithJitter(attempts, concurrency);
@@ -77,7 +81,7 @@ export async function runUnitOfWork(runtime: UnitOfWorkRuntime, input: UnitOfWor
 }
 
 /** The unit of work of `input`, as each attempt gets it. */
-export function unitOfWork({ saga, message, target, correlationId }: UnitOfWorkInput): UnitOfWork {
+export function unitOfWork({ saga, message, target, correlationId, span }: UnitOfWorkInput): UnitOfWork {
   // Every run of the step gets a copy of its own: a step that changed its message and met a conflict runs
   // again on the message as it came, not as it left it.
   let first = message.first;
@@ -86,7 +90,7 @@ export function unitOfWork({ saga, message, target, correlationId }: UnitOfWorkI
     first = undefined;
     return copy;
   };
-  return { saga, message: message.copy, stepMessage, target, correlationId };
+  return { saga, message: message.copy, stepMessage, target, correlationId, traceContext: span.traceContext };
 }
 
 /** Counts a unit of work's result and hands it to `onHandled`. */

@@ -1,0 +1,123 @@
+import { type BatchObservableCallback, type Meter, metrics, type Observable } from '@opentelemetry/api';
+import { type ActiveRowsTable, readGauges } from '../sql/count-statements.js';
+import type { DatabaseContext } from '../sql/database-context.js';
+import { queryRows } from '../sql/sql-executor.js';
+import type { Clock } from '../time/clock.js';
+import { errorText } from './error-text.js';
+import type { SagaLogger } from './logger.js';
+import { TELEMETRY_SCOPE } from './saga-metrics.js';
+import { SPAN_ATTRIBUTES } from './span-attributes.js';
+
+/** The observable gauges a running dispatcher reports, read from the database (docs/observability.md). */
+export const SAGA_GAUGES = {
+  /** Saga instances not completed, per `saga.type`. */
+  active: 'saga.active',
+  /** Timers due and not yet delivered (pending with `available_at <= now`, in flight or not). */
+  timerBacklog: 'saga.timeout.backlog',
+  /** Outbox messages due and not yet published, likewise. */
+  outboxBacklog: 'saga.outbox.backlog',
+} as const;
+
+/** A registered saga type and its table's names. */
+export interface GaugedSaga {
+  readonly sagaType: string;
+  readonly table: ActiveRowsTable;
+}
+
+/** One reading of the database for the gauges. */
+export interface GaugeReading {
+  readonly active: readonly { readonly sagaType: string; readonly count: number }[];
+  readonly timerBacklog: number;
+  readonly outboxBacklog: number;
+}
+
+/** What {@link SagaGauges} reads and reports with. */
+export interface SagaGaugeOptions {
+  readonly db: DatabaseContext;
+  readonly sagas: readonly GaugedSaga[];
+  /** The dispatcher's clock: "due" is due by it, and a reading is reused for `cacheMs` of it. */
+  readonly clock: Clock;
+  readonly logger: SagaLogger;
+  /** How long a reading (or a failed one) is reused, ms. */
+  readonly cacheMs: number;
+}
+
+/**
+ * The observable gauges `saga.active`, `saga.timeout.backlog` and `saga.outbox.backlog`, registered on the meter
+ * provider while `start()`ed. Values are read from the database only when the SDK collects (never kept as +1/-1, never
+ * polled), by one statement of indexed counts, at most once per `cacheMs`: a collection within it reports the last
+ * reading, and collections at once share one reading. A failed reading is logged and reports nothing (it is not
+ * thrown into the SDK), and is not tried again within `cacheMs`. Nothing is read while the ORM is closed.
+ */
+export class SagaGauges {
+  private last: { readonly at: number; readonly reading: Promise<GaugeReading | undefined>; settled: boolean } | undefined;
+  private registered: { readonly meter: Meter; readonly callback: BatchObservableCallback; readonly observables: Observable[] } | undefined;
+
+  constructor(private readonly options: SagaGaugeOptions) {}
+
+  /** Registers the gauges on the meter provider registered now (a no-op meter without an SDK). */
+  start(): void {
+    if (this.registered) return;
+    const meter = metrics.getMeter(TELEMETRY_SCOPE);
+    const active = meter.createObservableGauge(SAGA_GAUGES.active, { unit: '{saga}', description: 'Saga instances not completed.' });
+    const timers = meter.createObservableGauge(SAGA_GAUGES.timerBacklog, {
+      unit: '{timer}',
+      description: 'Timers due and not yet delivered.',
+    });
+    const outbox = meter.createObservableGauge(SAGA_GAUGES.outboxBacklog, {
+      unit: '{message}',
+      description: 'Outbox messages due and not yet published.',
+    });
+    const callback: BatchObservableCallback = async (result) => {
+      const reading = await this.read();
+      if (!reading) return;
+      for (const { sagaType, count } of reading.active) result.observe(active, count, { [SPAN_ATTRIBUTES.sagaType]: sagaType });
+      result.observe(timers, reading.timerBacklog);
+      result.observe(outbox, reading.outboxBacklog);
+    };
+    const observables = [active, timers, outbox];
+    meter.addBatchObservableCallback(callback, observables);
+    this.registered = { meter, callback, observables };
+  }
+
+  /** Unregisters the gauges: collections no longer read the database. */
+  stop(): void {
+    if (!this.registered) return;
+    const { meter, callback, observables } = this.registered;
+    meter.removeBatchObservableCallback(callback, observables);
+    this.registered = undefined;
+  }
+
+  /** The reading a collection reports: the last one within `cacheMs`, the one in flight, or a new one. */
+  read(): Promise<GaugeReading | undefined> {
+    const now = this.options.clock.now().getTime();
+    const last = this.last;
+    // A clock set back (now before the last reading) expires it.
+    if (last && (!last.settled || (now >= last.at && now - last.at < this.options.cacheMs))) return last.reading;
+    const current = { at: now, reading: this.readDatabase(new Date(now)), settled: false };
+    void current.reading.then(() => {
+      current.settled = true;
+    });
+    this.last = current;
+    return current.reading;
+  }
+
+  private async readDatabase(now: Date): Promise<GaugeReading | undefined> {
+    const { db, sagas, logger, cacheMs } = this.options;
+    if (db.orm.closed) return undefined;
+    // Two sagas may share a state entity (and so a table): it is counted once, and reported for each.
+    const tables = [...new Set(sagas.map((saga) => saga.table))];
+    try {
+      const [row] = await queryRows<Record<string, number | string>>(db.autocommit, readGauges(db, tables, now));
+      const count = (column: string) => Number(row?.[column] ?? 0);
+      return {
+        active: sagas.map(({ sagaType, table }) => ({ sagaType, count: count(`s${tables.indexOf(table)}`) })),
+        timerBacklog: count('timers'),
+        outboxBacklog: count('outbox'),
+      };
+    } catch (error) {
+      logger.warn(`gauges: reading active sagas and backlogs failed; none reported for ${cacheMs} ms: ${errorText(error)}`);
+      return undefined;
+    }
+  }
+}
