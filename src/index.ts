@@ -3,6 +3,10 @@
 export type { BusinessCalendar } from './calendars/business-calendar.js';
 export type { WeekdayCalendarOptions } from './calendars/weekday-calendar.js';
 export { WeekdayCalendar } from './calendars/weekday-calendar.js';
+export type { DayHours, Weekday, WeeklyHours } from './calendars/working-hours.js';
+export { WEEKDAYS } from './calendars/working-hours.js';
+export type { WorkingTimeCalendarOptions } from './calendars/working-time-calendar.js';
+export { DEFAULT_WORKING_HOURS, WorkingTimeCalendar } from './calendars/working-time-calendar.js';
 export type { DeliveryCounts, DispatchPassResult, TimerDelivery } from './contracts.js';
 export { getCorrelationId, runWithCorrelationId } from './correlation/correlation-context.js';
 export { SagaDispatchError } from './dispatcher/dispatch-pass-error.js';
