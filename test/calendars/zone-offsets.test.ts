@@ -28,14 +28,23 @@ describe('ZoneOffsets', () => {
     );
   });
 
-  it('finds each change to the second, Ramadan pauses 4 weeks apart included', () => {
-    const casablanca = new ZoneOffsets('Africa/Casablanca', 'test');
-    const year2026 = casablanca.changesBetween(Date.UTC(2026, 0, 1), Date.UTC(2027, 0, 1));
-    expect(year2026).toHaveLength(2);
-    for (const change of year2026) {
-      expect(casablanca.offsetAt(change.at)).toBe(change.offset);
-      expect(casablanca.offsetAt(change.at - 1_000)).not.toBe(change.offset);
-    }
+  it.each(['Africa/Casablanca', 'Asia/Gaza'])(
+    '%s: finds each change of 2026, Ramadan pauses weeks apart included, as an hourly scan does',
+    (timeZone) => {
+      const zone = new ZoneOffsets(timeZone, 'test');
+      const wallClock = new ReferenceWalker({ timeZone, hours: {} });
+      const scanned: number[] = [];
+      for (let hour = Date.UTC(2026, 0, 1, 1); hour <= Date.UTC(2027, 0, 1); hour += 3_600_000) {
+        if (wallClock.wall(hour) - hour !== wallClock.wall(hour - 3_600_000) - (hour - 3_600_000)) scanned.push(hour);
+      }
+      const changes = zone.changesBetween(Date.UTC(2026, 0, 1), Date.UTC(2027, 0, 1));
+      expect(scanned.length).toBeGreaterThanOrEqual(2);
+      expect(changes.map((change) => change.at)).toEqual(scanned);
+      for (const change of changes) expect(wallClock.wall(change.at) - change.at).toBe(change.offset);
+    },
+  );
+
+  it('Europe/Berlin: two changes a year, across the turn of a year and 400-year cycles', () => {
     const berlin = new ZoneOffsets('Europe/Berlin', 'test');
     expect(berlin.changesBetween(Date.UTC(2026, 0, 1), Date.UTC(2027, 0, 1))).toEqual([
       { at: Date.parse('2026-03-29T01:00:00Z'), offset: 7_200_000 },
