@@ -84,6 +84,8 @@ describe('WorkingTimeCalendar: working hours', () => {
   it('"respond within 4 working hours" from Friday 15:00 is due Saturday 10:30', () => {
     // 2.5 hours on Friday, 1.5 on Saturday morning.
     expectInstant(office.addDuration(new Date('2026-01-16T15:00:00+01:00'), 4 * HOUR), '2026-01-17T10:30:00+01:00');
+    // From Friday evening, the fourth hour ends at Saturday's closing: due when Monday opens (docs/calendars.md).
+    expectInstant(office.addDuration(new Date('2026-01-16T19:00:00+01:00'), 4 * HOUR), '2026-01-19T09:00:00+01:00');
   });
 });
 
