@@ -68,6 +68,8 @@ export type { DispatchTable } from './sql/dispatch-tables.js';
 export { DISPATCH_TABLES } from './sql/dispatch-tables.js';
 export type { LogLevel, SagaLogger } from './telemetry/logger.js';
 export { consoleLogger, LOG_LEVELS, silentLogger } from './telemetry/logger.js';
+export type { MikroOrmLoggerOptions, PinoLike } from './telemetry/logger-adapters.js';
+export { mikroOrmLogger, pinoLogger } from './telemetry/logger-adapters.js';
 export type { SagaCounterName, SagaStats } from './telemetry/saga-metrics.js';
 export { SAGA_COUNTERS, TELEMETRY_SCOPE } from './telemetry/saga-metrics.js';
 export type { Clock } from './time/clock.js';

@@ -1,6 +1,7 @@
 import type { DispatchPassResult } from '../contracts.js';
 import { markPublished } from '../sql/delivery-statements.js';
 import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
+import { describeError as describe } from '../telemetry/describe-error.js';
 import { type ClaimedOutboxRow, claimDueOutboxRows } from './claim-due-rows.js';
 import { CoalescedWrite } from './coalesced-write.js';
 import type { DispatchParts } from './dispatch-parts.js';
@@ -81,12 +82,11 @@ export class OutboxRelay {
   ): Promise<Stamping | undefined> {
     const { options, metrics, outcomes, deliveries } = this.parts;
     const { envelope } = claimed;
-    const what = `outbox message '${envelope.type}' ${envelope.id} of saga ${envelope.sagaType}/${envelope.sagaId}`;
-    if (!claimed.startedAtClaim && !(await deliveries.start(DISPATCH_TABLES.outbox, row, what, counts))) return;
+    if (!claimed.startedAtClaim && !(await deliveries.start(DISPATCH_TABLES.outbox, row, counts))) return;
     try {
       await deliveries.withTimeout(() => options.publish!(envelope), envelope.correlationId);
     } catch (error) {
-      await outcomes.deliveryFailed(DISPATCH_TABLES.outbox, row, error, what, counts);
+      await outcomes.deliveryFailed(DISPATCH_TABLES.outbox, row, error, counts);
       return;
     }
     counts.published++;
@@ -111,14 +111,17 @@ export class OutboxRelay {
     return write().then(
       (outcome) => {
         // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
-        if (outcome === 'lost') logger.warn(`outbox message ${id} was published after its lease ended; it may be published again`);
+        if (outcome === 'lost') logger.warn('outbox message was published after its lease ended; it may be published again', { id });
       },
       (error: unknown) => {
         this.parts.pending.keep(DISPATCH_TABLES.outbox, row, write, true);
         if (error instanceof RowLockedElsewhere) {
-          logger.warn(`outbox message ${id} was published, but another transaction holds its row locked; it is stamped at a later pass`);
+          logger.warn('outbox message was published, but another transaction holds its row locked; it is stamped at a later pass', { id });
         } else {
-          logger.error(`outbox message ${id} was published but could not be stamped yet; it is stamped at the next pass`);
+          logger.warn('outbox message was published but could not be stamped yet; it is stamped at the next pass', {
+            id,
+            error: describe(error),
+          });
         }
       },
     );

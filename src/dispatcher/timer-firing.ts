@@ -30,7 +30,7 @@ export class TimerFiring {
       rows = await missTimersSupersededInBacklog(context, new Date(now.getTime() - backlogAfterMs), now);
     }
     for (const row of rows) metrics.add('timersMissed', row.sagaType);
-    if (rows.length > 0) options.logger.warn(`catch-up (${policy}) stamped ${rows.length} overdue timer(s) missed`);
+    if (rows.length > 0) options.logger.warn('catch-up stamped overdue timers missed', { policy, missed: rows.length });
     return rows.length;
   }
 
@@ -61,8 +61,7 @@ export class TimerFiring {
   private async fire(timer: TimerDelivery, counts: TimerCounts, preload: SagaPreload): Promise<void> {
     const { options, metrics, rest, outcomes, deliveries } = this.parts;
     const row: HeldRow = timer;
-    const what = `timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
-    if (!(await deliveries.start(DISPATCH_TABLES.timer, row, what, counts))) return;
+    if (!(await deliveries.start(DISPATCH_TABLES.timer, row, counts))) return;
     try {
       const result = await deliveries.withTimeout(() => options.runtime.deliverTimer(timer, preload), timer.correlationId);
       // The runtime counts stale and discarded deliveries (saga.timeout.stale / .discarded); counted here too, a
@@ -79,9 +78,9 @@ export class TimerFiring {
         // Version conflicts on a busy saga, not a failed delivery: uncharged, backed off.
         counts.contended++;
         metrics.add('timersContended', timer.sagaType);
-        await outcomes.contended(DISPATCH_TABLES.timer, row, error, what);
+        await outcomes.contended(DISPATCH_TABLES.timer, row, error);
       } else {
-        await outcomes.deliveryFailed(DISPATCH_TABLES.timer, row, error, what, counts);
+        await outcomes.deliveryFailed(DISPATCH_TABLES.timer, row, error, counts);
       }
     }
   }

@@ -3,6 +3,7 @@ import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import type { TimerDelivery } from '../contracts.js';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaDefinitionError } from '../errors.js';
+import { consoleLogger, resolveLogger, type SagaLogger } from '../telemetry/logger.js';
 import { type Clock, systemClock } from '../time/clock.js';
 import { isIntegerIn, isNumberIn, MAX_SPAN_MS, MAX_WAIT_MS, shownOption } from '../time/option-ranges.js';
 import type { HandleResult } from './handle-result.js';
@@ -81,9 +82,16 @@ export interface SagaRuntimeOptions {
   readonly maxPayloadBytes?: number;
   /**
    * Called after each message (including each timer delivery) was handled, with its result: for tracing and
-   * audit logs. It runs after the commit; what it throws is ignored. Default: none.
+   * audit logs. It runs after the commit; what it throws is logged (warn) and otherwise ignored. Default: none.
    */
   readonly onHandled?: (event: HandledEvent) => void;
+  /**
+   * Where the runtime reports, with structured fields: the schema verified (info), a concurrency conflict retried
+   * (debug), an `onHandled` that threw (warn), a commit whose outcome is unknown (error). Dispatchers on this runtime
+   * use it too unless given their own. A `SagaLogger` (`consoleLogger('info')`, `silentLogger`, `pinoLogger(...)`,
+   * `mikroOrmLogger(...)`). Default `consoleLogger('warn')`.
+   */
+  readonly logger?: SagaLogger;
   /** Idempotent handling by message id (`handle(..., { messageId })`). */
   readonly messageIds?: {
     /**
@@ -152,6 +160,7 @@ export interface ResolvedSagaRuntimeOptions {
   readonly concurrency: { readonly maxAttempts: number; readonly baseDelayMs: number; readonly maxDelayMs: number };
   readonly maxPayloadBytes: number;
   readonly onHandled: ((event: HandledEvent) => void) | undefined;
+  readonly logger: SagaLogger;
   readonly messageIds: { readonly retentionMs: number };
   readonly verifySchema: boolean;
   readonly notifyDispatchers: boolean;
@@ -230,6 +239,7 @@ export function resolveRuntimeOptions(
     concurrency: { maxAttempts, baseDelayMs, maxDelayMs },
     maxPayloadBytes,
     onHandled: options.onHandled,
+    logger: resolveLogger(options.logger, 'SagaRuntime', consoleLogger('warn')),
     messageIds: { retentionMs },
     verifySchema: options.verifySchema ?? RUNTIME_DEFAULTS.verifySchema,
     notifyDispatchers: options.notifyDispatchers ?? RUNTIME_DEFAULTS.notifyDispatchers,
