@@ -160,6 +160,7 @@ export interface ResolvedSagaRuntimeOptions {
   readonly concurrency: { readonly maxAttempts: number; readonly baseDelayMs: number; readonly maxDelayMs: number };
   readonly maxPayloadBytes: number;
   readonly onHandled: ((event: HandledEvent) => void) | undefined;
+  /** The logger given, checked, or `consoleLogger('warn')`. */
   readonly logger: SagaLogger;
   readonly messageIds: { readonly retentionMs: number };
   readonly verifySchema: boolean;

@@ -3,9 +3,13 @@ import { type LogLevel, levelLogger, type SagaLogger } from './logger.js';
 
 /** The part of a pino logger {@link pinoLogger} calls: pino's `(fields, message)` argument order. */
 export interface PinoLike {
+  /** Writes a debug line: `fields` as its properties, `message` as its `msg`. */
   debug(fields: object, message?: string): void;
+  /** Writes an info line. */
   info(fields: object, message?: string): void;
+  /** Writes a warning line. */
   warn(fields: object, message?: string): void;
+  /** Writes an error line. */
   error(fields: object, message?: string): void;
 }
 
