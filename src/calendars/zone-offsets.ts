@@ -50,19 +50,16 @@ export class ZoneOffsets {
 
   /** @throws SagaDefinitionError `DEFINITION_INVALID` when `timeZone` is not an IANA zone `Intl` knows. */
   constructor(timeZone: unknown, owner: string) {
-    let format: Intl.DateTimeFormat | undefined;
-    try {
-      format = typeof timeZone === 'string' ? new Intl.DateTimeFormat('en-US', { timeZone, timeZoneName: 'longOffset' }) : undefined;
-    } catch {
-      format = undefined;
-    }
     if (typeof timeZone !== 'string') {
       throw new SagaDefinitionError(
         'DEFINITION_INVALID',
         `${owner}: 'timeZone' is ${timeZone === undefined ? 'missing' : `a ${typeof timeZone}`}: give an IANA time zone name such as 'Europe/Berlin'.`,
       );
     }
-    if (!format) {
+    let format: Intl.DateTimeFormat;
+    try {
+      format = new Intl.DateTimeFormat('en-US', { timeZone, timeZoneName: 'longOffset' });
+    } catch {
       throw new SagaDefinitionError(
         'DEFINITION_INVALID',
         `${owner}: the time zone '${timeZone.slice(0, 100)}' is not an IANA time zone this runtime knows: give a name such as 'Europe/Berlin' (Intl.supportedValuesOf('timeZone') lists them).`,
