@@ -11,6 +11,11 @@ export const GLOBAL_OPTIONS: Readonly<Record<string, CliOption>> = {
   },
   json: { type: 'boolean', help: 'Print JSON instead of tables.' },
   yes: { type: 'boolean', help: 'Confirm a command that writes without asking (needed without a terminal).' },
+  'log-level': {
+    type: 'string',
+    value: '<level>',
+    help: 'Log lines on stderr at this level and above: debug, info (what a change changed), warn, error. Default warn.',
+  },
   help: { type: 'boolean', help: 'Show help.' },
 };
 

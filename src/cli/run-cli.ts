@@ -3,10 +3,12 @@ import { parseArgs } from 'node:util';
 import { SagaDefinitionError, SagaError } from '../errors.js';
 import { SagaOperations } from '../operations/saga-operations.js';
 import { isDriverException } from '../orm/index.js';
+import type { SagaLogger } from '../telemetry/logger.js';
 import { systemClock } from '../time/clock.js';
 import type { CliCommand, CliInput, CliOutput } from './cli-command.js';
 import { CLI_EXIT_CODES } from './cli-exit-codes.js';
 import { commandHelp, commandsHelp, GLOBAL_OPTIONS } from './cli-help.js';
+import { cliLogger } from './cli-logger.js';
 import { CliUsageError } from './cli-usage-error.js';
 import { OUTBOX_COMMANDS, TIMER_COMMANDS } from './commands/dispatch-row-commands.js';
 import { MAINTENANCE_COMMANDS } from './commands/maintenance-commands.js';
@@ -62,22 +64,22 @@ async function confirmed(command: CliCommand, input: CliInput, io: CliIo): Promi
   return /^y(es)?$/i.test(answer.trim());
 }
 
-async function execute(command: CliCommand, input: CliInput, io: CliIo): Promise<CliOutput> {
+async function execute(command: CliCommand, input: CliInput, io: CliIo, logger: SagaLogger): Promise<CliOutput> {
   const location = { cwd: io.cwd, config: input.values.config as string | undefined, sagas: (input.values.sagas as string[]) ?? [] };
   // Asked before connecting: a declined or unconfirmable write opens nothing.
   if (!(await confirmed(command, input, io))) return { data: { declined: true }, text: 'Declined: nothing was changed.', exitCode: 1 };
   const app = await loadApp({ ...location, log: (line) => io.stderr(terminalText(line)) });
   try {
-    return await command.run({ ops: operationsOf(app), em: app.orm.em, sagas: app.sagas }, input);
+    return await command.run({ ops: operationsOf(app, logger), em: app.orm.em, sagas: app.sagas }, input);
   } finally {
     await app.orm.close(true);
   }
 }
 
 /** The operations on the app; a saga entity the config did not register says why when the two were loaded apart. */
-function operationsOf({ orm, sagas, mixedSources }: LoadedApp): SagaOperations {
+function operationsOf({ orm, sagas, mixedSources }: LoadedApp, logger: SagaLogger): SagaOperations {
   try {
-    return new SagaOperations({ em: orm.em, sagas, clock: systemClock });
+    return new SagaOperations({ em: orm.em, sagas, clock: systemClock, logger });
   } catch (error) {
     if (mixedSources !== undefined && error instanceof SagaDefinitionError) throw new CliUsageError(`${error.message} ${mixedSources}`);
     throw error;
@@ -127,8 +129,9 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       io.stdout(commandHelp(command));
       return CLI_EXIT_CODES.OK;
     }
+    const logger = cliLogger(input, io.stderr);
     command.validate?.(input);
-    const output = await execute(command, input, io);
+    const output = await execute(command, input, io, logger);
     // Stored text (errors, correlation values, names) may hold terminal controls: JSON escapes them, text shows them escaped.
     io.stdout(json ? JSON.stringify(output.data, null, 2) : terminalText(output.text));
     return output.exitCode ?? CLI_EXIT_CODES.OK;

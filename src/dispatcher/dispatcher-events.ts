@@ -1,7 +1,7 @@
 import type { DispatchPassResult } from '../contracts.js';
 import type { DispatchTable } from '../sql/dispatch-tables.js';
+import { describeError } from '../telemetry/describe-error.js';
 import type { SagaLogger } from '../telemetry/logger.js';
-import { describeError } from './describe-error.js';
 import type { LeaseRenewal } from './lease-keeper.js';
 
 /** Events a dispatcher reports (see {@link SagaDispatcher.on}). */
@@ -65,7 +65,7 @@ export class DispatcherEventListeners {
       try {
         (listener as (...a: Parameters<DispatcherEvents[K]>) => void)(...args);
       } catch (error) {
-        this.logger.error(`a '${event}' listener threw: ${describeError(error)}`);
+        this.logger.warn('a dispatcher event listener threw; the dispatcher goes on', { event, error: describeError(error) });
       }
     }
   }

@@ -1,6 +1,6 @@
 import { SagaDefinitionError } from '../errors.js';
 import type { SagaRuntime } from '../saga/saga-runtime.js';
-import { consoleLogger, type SagaLogger } from '../telemetry/logger.js';
+import { resolveLogger, type SagaLogger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
 import { MAX_SPAN_MS, MAX_WAIT_MS, shownOption } from '../time/option-ranges.js';
 import type { OutboxEnvelope } from './outbox-envelope.js';
@@ -149,7 +149,11 @@ export interface SagaDispatcherOptions {
    * `deliveryTimeoutMs + 10,000` (at most {@link MAX_WAIT_MS}).
    */
   readonly stopTimeoutMs?: number;
-  /** Where outages, failures and dead letters are reported. Default: console, warnings and errors. */
+  /**
+   * Where the dispatcher reports, with structured fields: start and stop (info), what a pass did (debug), failed
+   * deliveries, outages and missed timers (warn), dead letters and what `stop()` left behind (error). A `SagaLogger`.
+   * Default: the runtime's `logger`.
+   */
   readonly logger?: SagaLogger;
   /**
    * Check the database schema (`verifySagaSchema`, over the runtime's sagas) before the first pass: a mismatch
@@ -265,7 +269,7 @@ export function resolveDispatcherOptions(options: SagaDispatcherOptions): Resolv
       options.stopTimeoutMs ?? Math.min(deliveryTimeoutMs + defaults.stopGraceMs, MAX_WAIT_MS),
       MAX_WAIT_MS,
     ),
-    logger: options.logger ?? consoleLogger('warn'),
+    logger: resolveLogger(options.logger, 'SagaDispatcher', options.runtime.options.logger),
     verifySchema: options.verifySchema ?? defaults.verifySchema,
     listen: options.listen ?? defaults.listen,
     gauges: resolveGauges(options.gauges),

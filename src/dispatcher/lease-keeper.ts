@@ -1,9 +1,9 @@
 import type { DatabaseContext } from '../sql/database-context.js';
 import { renewLeases } from '../sql/delivery-statements.js';
 import { type Claim, DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-tables.js';
+import { describeError } from '../telemetry/describe-error.js';
 import type { SagaLogger } from '../telemetry/logger.js';
 import { type Clock, ENDED } from '../time/clock.js';
-import { describeError } from './describe-error.js';
 
 /** What one lease renewal did. */
 export interface LeaseRenewal {
@@ -111,7 +111,11 @@ export class LeaseKeeper {
     } catch (error) {
       // The database is unreachable: the leases may run out; whoever takes a row over then re-claims it,
       // and the tokens keep this dispatcher's late commits from applying twice.
-      this.options.logger.warn(`could not renew the leases of ${claims.length} ${table} row(s): ${describeError(error)}`);
+      this.options.logger.warn('could not renew leases; another dispatcher may take their rows over once they end', {
+        table,
+        rows: claims.length,
+        error: describeError(error),
+      });
       return undefined;
     }
     const lost: string[] = [];
@@ -122,12 +126,19 @@ export class LeaseKeeper {
       this.lost[table].add(claim.token);
       lost.push(claim.id);
     }
-    if (lost.length > 0)
-      this.options.logger.warn(`${lost.length} ${table} claim(s) were taken over by another dispatcher; they are not delivered here`);
+    if (lost.length > 0) {
+      this.options.logger.warn('claims were taken over by another dispatcher; they are not delivered here', {
+        table,
+        rows: lost.length,
+        ids: lost.slice(0, 10),
+      });
+    }
     if (busy.size > 0) {
-      this.options.logger.warn(
-        `the leases of ${busy.size} ${table} row(s) could not be renewed: another transaction holds them locked; they stay held, renewed when it ends`,
-      );
+      this.options.logger.warn('leases could not be renewed: another transaction holds them locked; they stay held, renewed when it ends', {
+        table,
+        rows: busy.size,
+        ids: [...busy].slice(0, 10),
+      });
     }
     return { table, renewed: [...kept], lost, leaseUntil, ...(busy.size > 0 ? { busy: [...busy] } : {}) };
   }

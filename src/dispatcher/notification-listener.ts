@@ -1,9 +1,9 @@
 import { type NotificationConnection, openNotificationConnection } from '../orm/index.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import { dispatcherChannel, listenSql } from '../sql/notification-statements.js';
+import { describeError } from '../telemetry/describe-error.js';
 import type { SagaLogger } from '../telemetry/logger.js';
 import { type Clock, ENDED } from '../time/clock.js';
-import { describeError } from './describe-error.js';
 
 /** What a {@link NotificationListener} needs of its dispatcher. */
 export interface NotificationListenerOptions {
@@ -72,10 +72,10 @@ export class NotificationListener {
         const wait = this.backoff(failures, signal);
         // The first failure is worth a warning: the one of a loss came already.
         const report = failures === 1 && !reopening ? logger.warn : logger.debug;
-        report.call(
-          logger,
-          `dispatcher: could not LISTEN for other processes' commits; polling meanwhile, trying again in ${wait.ms} ms: ${describeError(error)}`,
-        );
+        report.call(logger, "dispatcher: could not LISTEN for other processes' commits; polling meanwhile, trying again after a backoff", {
+          retryInMs: wait.ms,
+          error: describeError(error),
+        });
         await wait.done;
         continue;
       }
@@ -99,9 +99,10 @@ export class NotificationListener {
       reopening = true;
       failures = 1;
       const wait = this.backoff(failures, signal);
-      logger.warn(
-        `dispatcher: lost its LISTEN connection; polling meanwhile, opening it again in ${wait.ms} ms: ${describeError(await whenLost)}`,
-      );
+      logger.warn('dispatcher: lost its LISTEN connection; polling meanwhile, opening it again after a backoff', {
+        retryInMs: wait.ms,
+        error: describeError(await whenLost),
+      });
       await wait.done;
     }
   }

@@ -5,6 +5,7 @@ import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
 import { DELIVERY_OUTCOMES, DeliverySpan } from '../telemetry/delivery-span.js';
 import { SPAN_ATTRIBUTES } from '../telemetry/span-attributes.js';
 import { traceHeaders } from '../telemetry/trace-context.js';
+import { describeError as describe } from '../telemetry/describe-error.js';
 import { type ClaimedOutboxRow, claimDueOutboxRows } from './claim-due-rows.js';
 import { CoalescedWrite } from './coalesced-write.js';
 import type { DispatchParts } from './dispatch-parts.js';
@@ -86,15 +87,14 @@ export class OutboxRelay {
     stamps: Promise<void>[],
   ): Promise<Stamping | undefined> {
     const { options, metrics, tracer, outcomes, deliveries } = this.parts;
-    const what = `outbox message '${claimed.envelope.type}' ${claimed.envelope.id} of saga ${claimed.envelope.sagaType}/${claimed.envelope.sagaId}`;
-    if (!claimed.startedAtClaim && !(await deliveries.start(DISPATCH_TABLES.outbox, row, what, counts))) return;
+    if (!claimed.startedAtClaim && !(await deliveries.start(DISPATCH_TABLES.outbox, row, counts))) return;
     const span = DeliverySpan.publish(tracer, claimed.envelope, claimed.trace);
     // The trace headers win over a step's header of the same name: they say where the message was published from.
     const envelope = { ...claimed.envelope, headers: { ...claimed.envelope.headers, ...traceHeaders(span.context) } };
     try {
       await deliveries.withTimeout(() => otelContext.with(span.context, () => options.publish!(envelope)), envelope.correlationId);
     } catch (error) {
-      span.failed(await outcomes.deliveryFailed(DISPATCH_TABLES.outbox, row, error, what, counts), error);
+      span.failed(await outcomes.deliveryFailed(DISPATCH_TABLES.outbox, row, error, counts), error);
       return;
     }
     const latency = (options.clock.now().getTime() - envelope.createdAt.getTime()) / 1000;
@@ -123,14 +123,17 @@ export class OutboxRelay {
     return write().then(
       (outcome) => {
         // The lease ran out and another dispatcher took the row: it will publish again (at-least-once).
-        if (outcome === 'lost') logger.warn(`outbox message ${id} was published after its lease ended; it may be published again`);
+        if (outcome === 'lost') logger.warn('outbox message was published after its lease ended; it may be published again', { id });
       },
       (error: unknown) => {
         this.parts.pending.keep(DISPATCH_TABLES.outbox, row, write, true);
         if (error instanceof RowLockedElsewhere) {
-          logger.warn(`outbox message ${id} was published, but another transaction holds its row locked; it is stamped at a later pass`);
+          logger.warn('outbox message was published, but another transaction holds its row locked; it is stamped at a later pass', { id });
         } else {
-          logger.error(`outbox message ${id} was published but could not be stamped yet; it is stamped at the next pass`);
+          logger.warn('outbox message was published but could not be stamped yet; it is stamped at the next pass', {
+            id,
+            error: describe(error),
+          });
         }
       },
     );

@@ -104,7 +104,7 @@ export class RowDeliveries {
    * meanwhile (lost), one whose attempts ran out on lost leases (dead-lettered without a delivery), or one
    * the database could not mark (interrupted, not charged).
    */
-  async start(table: DispatchTable, row: HeldRow, what: string, counts: Counts): Promise<boolean> {
+  async start(table: DispatchTable, row: HeldRow, counts: Counts): Promise<boolean> {
     const { leases, outcomes, options } = this.parts;
     if (leases.isLost(table, row)) {
       counts.lost++;
@@ -112,7 +112,7 @@ export class RowDeliveries {
     }
     if (row.attempts >= options.maxAttempts) {
       // Its deliveries kept dying with their dispatcher: the claim counted the last one.
-      await outcomes.retireWithoutDelivery(table, row, what, counts);
+      await outcomes.retireWithoutDelivery(table, row, counts);
       return false;
     }
     try {
@@ -121,7 +121,7 @@ export class RowDeliveries {
       if (outcome === 'busy' && (await markDeliveryStartedWaiting(this.parts.context, table, row, options.clock.now()))) return true;
       counts.lost++;
     } catch (error) {
-      await outcomes.interrupted(table, row, error, what, counts);
+      await outcomes.interrupted(table, row, error, counts);
     }
     return false;
   }

@@ -3,12 +3,12 @@ import type { DispatchPassResult } from '../contracts.js';
 import { SagaError } from '../errors.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-tables.js';
+import { describeError as describe } from '../telemetry/describe-error.js';
 import { recordPassSpan } from '../telemetry/pass-span.js';
 import { SagaGauges } from '../telemetry/saga-gauges.js';
 import { SagaMetrics, type SagaStats, TELEMETRY_SCOPE } from '../telemetry/saga-metrics.js';
 import { ENDED } from '../time/clock.js';
 import { DeliveryPool } from './delivery-pool.js';
-import { describeError as describe } from './describe-error.js';
 import type { DispatchParts } from './dispatch-parts.js';
 import { SagaDispatchError } from './dispatch-pass-error.js';
 import { DispatcherEventListeners, type DispatcherEvents } from './dispatcher-events.js';
@@ -72,7 +72,7 @@ export class SagaDispatcher implements AsyncDisposable {
     const { concurrency, publishConcurrency, clock, leaseMs, logger, pollIntervalMs } = this.options;
     this.events = new DispatcherEventListeners(logger);
     const limits = { [DISPATCH_TABLES.timer]: concurrency, [DISPATCH_TABLES.outbox]: publishConcurrency };
-    this.pool = new DeliveryPool(limits, (error) => logger.error(`a delivery task threw: ${describe(error)}`));
+    this.pool = new DeliveryPool(limits, (error) => logger.error('a delivery task threw', { error: describe(error) }));
     this.leases = new LeaseKeeper(context, { clock, leaseMs, logger, onRenewed: (renewal) => this.events.emit('renewed', renewal) });
     this.rest = new TableRest(pollIntervalMs);
     const { metrics, tracer, events, pool, leases, rest, pending } = this;
@@ -134,6 +134,9 @@ export class SagaDispatcher implements AsyncDisposable {
     this.loop = Promise.all([firstAttempt.then(() => this.runLoop(controller.signal)), listening])
       .then(() => undefined)
       .finally(unsubscribe);
+    const { logger, pollIntervalMs, batchSize, concurrency, publishConcurrency, listen } = this.options;
+    const publishes = this.options.publish !== undefined;
+    logger.info('dispatcher started', { pollIntervalMs, batchSize, concurrency, publishConcurrency, publishes, listen });
   }
 
   /** Rows of `tables` became due: they rest no longer, and a waiting loop claims at once. */
@@ -193,16 +196,19 @@ export class SagaDispatcher implements AsyncDisposable {
       if (outcome === 'orm closed') {
         this.leases.stop();
         logger.error(
-          `dispatcher stop(): the ORM was closed (orm.close()) before the dispatcher stopped; it left ${this.pool.active} delivery(ies) in flight and ${this.pending.size} row outcome(s) unwritten, whose rows are claimed again after their lease. Call dispatcher.stop() before orm.close().`,
+          'dispatcher stop(): the ORM was closed (orm.close()) before the dispatcher stopped; the rows left behind are claimed again after their lease. Call dispatcher.stop() before orm.close()',
+          { deliveriesInFlight: this.pool.active, outcomesUnwritten: this.pending.size },
         );
       } else if (outcome === 'timed out') {
         this.leases.stop();
         logger.error(
-          `dispatcher stop() gave up after ${stopTimeoutMs} ms (stopTimeoutMs): ${this.pool.active} delivery(ies) or a database statement did not finish; their rows are claimed again after their lease`,
+          'dispatcher stop() gave up after stopTimeoutMs: deliveries or a database statement did not finish; their rows are claimed again after their lease',
+          { stopTimeoutMs, deliveriesInFlight: this.pool.active },
         );
       }
     }
     this.gauges?.stop();
+    if (loop) this.options.logger.info('dispatcher stopped');
     this.loop = undefined;
     this.controller = undefined;
   }
@@ -350,7 +356,11 @@ export class SagaDispatcher implements AsyncDisposable {
   private async reportFailedPass(error: unknown, failures: number, signal?: AbortSignal): Promise<void> {
     const { clock, pollIntervalMs, dbRetryMaxMs, logger } = this.options;
     const wait = Math.min(dbRetryMaxMs, pollIntervalMs * 2 ** (failures - 1));
-    logger.error(`dispatcher pass failed (${failures} in a row); retrying in ${wait} ms: ${describe(error)}`);
+    logger.warn('dispatcher pass failed; the loop retries after a backoff', {
+      failuresInARow: failures,
+      retryInMs: wait,
+      error: describe(error),
+    });
     if (!signal) {
       this.events.emit('passFailed', error, failures);
       return;
@@ -406,6 +416,10 @@ export class SagaDispatcher implements AsyncDisposable {
       throw new SagaDispatchError(result, error);
     }
     recordPassSpan(this.tracer, startTime, result);
+    // Passes that found nothing are not logged: an idle loop would fill the log.
+    if (result.timers.claimed + result.timers.missed + result.outbox.claimed > 0) {
+      this.options.logger.debug('dispatcher pass', { timers: result.timers, outbox: result.outbox });
+    }
     return result;
   }
 }

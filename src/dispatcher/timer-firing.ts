@@ -32,7 +32,7 @@ export class TimerFiring {
       rows = await missTimersSupersededInBacklog(context, new Date(now.getTime() - backlogAfterMs), now);
     }
     for (const row of rows) metrics.add('timersMissed', row.sagaType);
-    if (rows.length > 0) options.logger.warn(`catch-up (${policy}) stamped ${rows.length} overdue timer(s) missed`);
+    if (rows.length > 0) options.logger.warn('catch-up stamped overdue timers missed', { policy, missed: rows.length });
     return rows.length;
   }
 
@@ -68,8 +68,7 @@ export class TimerFiring {
     const { options, metrics, tracer, rest, outcomes, deliveries } = this.parts;
     const { trace: stored, ...timer } = claimed;
     const row: HeldRow = timer;
-    const what = `timer '${timer.name}' of saga ${timer.sagaType}/${timer.sagaId}`;
-    if (!(await deliveries.start(DISPATCH_TABLES.timer, row, what, counts))) return;
+    if (!(await deliveries.start(DISPATCH_TABLES.timer, row, counts))) return;
     const lateness = (options.clock.now().getTime() - timer.dueAt.getTime()) / 1000;
     const span = DeliverySpan.timeout(tracer, timer, stored, lateness);
     try {
@@ -92,9 +91,9 @@ export class TimerFiring {
         counts.contended++;
         metrics.add('timersContended', timer.sagaType);
         span.failed(DELIVERY_OUTCOMES.CONTENDED, error);
-        await outcomes.contended(DISPATCH_TABLES.timer, row, error, what);
+        await outcomes.contended(DISPATCH_TABLES.timer, row, error);
       } else {
-        span.failed(await outcomes.deliveryFailed(DISPATCH_TABLES.timer, row, error, what, counts), error);
+        span.failed(await outcomes.deliveryFailed(DISPATCH_TABLES.timer, row, error, counts), error);
       }
     }
   }

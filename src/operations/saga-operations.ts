@@ -3,29 +3,32 @@ import { SagaDefinitionError } from '../errors.js';
 import type { AnySagaDefinition } from '../saga/registered-saga.js';
 import { SagaRuntime } from '../saga/saga-runtime.js';
 import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
+import { resolveLogger, type SagaLogger, silentLogger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
 import { cancelTimers, requeueRows, rescheduleTimers } from './dispatch-row-commands.js';
 import { listDispatchRows } from './dispatch-row-queries.js';
 import { asOperation } from './operation-failure.js';
 import { OPERATIONS_DEFAULTS } from './operation-input.js';
-import type {
-  ActiveSagaCount,
-  BulkResult,
-  CancelStatus,
-  DispatchRowQuery,
-  OutboxRow,
-  Page,
-  PurgeOptions,
-  PurgeReport,
-  RequeueStatus,
-  RescheduleStatus,
-  SagaChange,
-  SagaChangeRequest,
-  SagaDetail,
-  SagaListQuery,
-  SagaLookup,
-  SagaSummary,
-  TimerRow,
+import {
+  type ActiveSagaCount,
+  type BulkResult,
+  type CancelStatus,
+  type DispatchRowQuery,
+  ITEM_STATUSES,
+  type ItemStatus,
+  type OutboxRow,
+  type Page,
+  type PurgeOptions,
+  type PurgeReport,
+  type RequeueStatus,
+  type RescheduleStatus,
+  type SagaChange,
+  type SagaChangeRequest,
+  type SagaDetail,
+  type SagaListQuery,
+  type SagaLookup,
+  type SagaSummary,
+  type TimerRow,
 } from './operation-types.js';
 import type { OperationsContext } from './operations-context.js';
 import { purge } from './retention.js';
@@ -36,8 +39,10 @@ import { sagaTablesOf } from './saga-table.js';
 /** Options of {@link SagaOperations}: a runtime, or what one is built from. */
 export type SagaOperationsOptions =
   | {
-      /** The application's runtime: its EntityManager, sagas, clock and message-id retention are used. */
+      /** The application's runtime: its EntityManager, sagas, clock, message-id retention and logger are used. */
       readonly runtime: SagaRuntime;
+      /** Where changes are reported (info; warn when a row failed). Default: the runtime's `logger`. */
+      readonly logger?: SagaLogger;
     }
   | {
       /** The application's EntityManager (`orm.em`). */
@@ -48,6 +53,8 @@ export type SagaOperationsOptions =
       readonly clock?: Clock;
       /** How long handled message ids are kept (`purge({ expiredMessageIds })`), ms. Default 7 days, as the runtime's. */
       readonly messageIds?: { readonly retentionMs?: number };
+      /** Where changes are reported (info; warn when a row failed). Default `consoleLogger('warn')`. */
+      readonly logger?: SagaLogger;
     };
 
 /**
@@ -69,12 +76,15 @@ export class SagaOperations {
   /** The defaults of the operator API's inputs. */
   static readonly defaults = OPERATIONS_DEFAULTS;
   private readonly ops: OperationsContext;
+  private readonly logger: SagaLogger;
 
   /** @throws SagaDefinitionError when a saga's entity is not registered, or an option is out of range. */
   constructor(options: SagaOperationsOptions) {
     if (typeof options !== 'object' || options === null) {
       throw new SagaDefinitionError('OPTION_INVALID', 'SagaOperations needs { runtime } or { em, sagas }.');
     }
+    // Checked first, so that a wrong one is named as this option, not the runtime's.
+    const logger = options.logger === undefined ? undefined : resolveLogger(options.logger, 'SagaOperations', silentLogger);
     const runtime =
       'runtime' in options
         ? options.runtime
@@ -83,10 +93,12 @@ export class SagaOperations {
             sagas: options.sagas,
             clock: options.clock,
             messageIds: options.messageIds,
+            logger,
             verifySchema: false,
           });
     if (!(runtime instanceof SagaRuntime))
       throw new SagaDefinitionError('OPTION_INVALID', "SagaOperations: 'runtime' must be a SagaRuntime.");
+    this.logger = logger ?? runtime.options.logger;
     this.ops = {
       db: runtime.context,
       runtime,
@@ -130,7 +142,7 @@ export class SagaOperations {
    * @throws SagaConcurrencyError `VERSION_CONFLICT`: the saga moved on (or is not at `expectedVersion`); nothing was written.
    */
   forceComplete(request: SagaChangeRequest): Promise<SagaChange> {
-    return asOperation('forceComplete', () => changeSaga(this.ops, 'forceComplete', request));
+    return this.change('forceComplete', () => changeSaga(this.ops, 'forceComplete', request), sagaChangeFields);
   }
 
   /**
@@ -139,7 +151,7 @@ export class SagaOperations {
    * @throws as {@link SagaOperations.forceComplete}; `SAGA_STATE_CONFLICT` when the saga is active.
    */
   reopen(request: SagaChangeRequest): Promise<SagaChange> {
-    return asOperation('reopen', () => changeSaga(this.ops, 'reopen', request));
+    return this.change('reopen', () => changeSaga(this.ops, 'reopen', request), sagaChangeFields);
   }
 
   /** Timers by status, saga, name and message type, newest first (`created_at`, id), paged with `nextCursor`. */
@@ -159,22 +171,22 @@ export class SagaOperations {
    * still tried, so the call does not throw once a row changed.
    */
   requeueTimers(ids: readonly string[]): Promise<BulkResult<RequeueStatus>> {
-    return asOperation('requeueTimers', () => requeueRows(this.ops, DISPATCH_TABLES.timer, ids));
+    return this.change('requeueTimers', () => requeueRows(this.ops, DISPATCH_TABLES.timer, ids), bulkFields);
   }
 
   /** Puts dead-lettered outbox rows back in the pending set. One result per id, as {@link SagaOperations.requeueTimers}. */
   requeueOutbox(ids: readonly string[]): Promise<BulkResult<RequeueStatus>> {
-    return asOperation('requeueOutbox', () => requeueRows(this.ops, DISPATCH_TABLES.outbox, ids));
+    return this.change('requeueOutbox', () => requeueRows(this.ops, DISPATCH_TABLES.outbox, ids), bulkFields);
   }
 
   /** Deletes pending timers: `cancelled`, `not_found`, `not_pending` or `failed` per id. */
   cancelTimers(ids: readonly string[]): Promise<BulkResult<CancelStatus>> {
-    return asOperation('cancelTimers', () => cancelTimers(this.ops, ids));
+    return this.change('cancelTimers', () => cancelTimers(this.ops, ids), bulkFields);
   }
 
   /** Moves pending timers to `dueAt` with a new token: `rescheduled`, `not_found`, `not_pending` or `failed` per id. */
   rescheduleTimers(ids: readonly string[], dueAt: Date): Promise<BulkResult<RescheduleStatus>> {
-    return asOperation('rescheduleTimers', () => rescheduleTimers(this.ops, ids, dueAt));
+    return this.change('rescheduleTimers', () => rescheduleTimers(this.ops, ids, dueAt), bulkFields);
   }
 
   /**
@@ -183,6 +195,35 @@ export class SagaOperations {
    * @throws SagaValidationError `OPTION_INVALID` for a bad cutoff, batch size, or nothing to do.
    */
   purge(options: PurgeOptions): Promise<PurgeReport> {
-    return asOperation('purge', () => purge(this.ops, options));
+    return this.change(
+      'purge',
+      () => purge(this.ops, options),
+      (report) => ({ ...report }),
+    );
   }
+
+  /** Runs a change and reports what it changed: info, or warn when a row of it failed. */
+  private async change<T>(operation: string, work: () => Promise<T>, fieldsOf: (result: T) => Record<string, unknown>): Promise<T> {
+    const result = await asOperation(operation, work);
+    const fields: Record<string, unknown> = { operation, ...fieldsOf(result) };
+    if (typeof fields.failed === 'number' && fields.failed > 0) this.logger.warn('operator change: some rows failed', fields);
+    else this.logger.info('operator change', fields);
+    return result;
+  }
+}
+
+/** What a force-complete or reopen changed, for the log. */
+function sagaChangeFields(change: SagaChange): Record<string, unknown> {
+  const { sagaType, sagaId, version, timersCancelled, auditMessageId } = change;
+  return { sagaType, sagaId, version, timersCancelled, auditMessageId };
+}
+
+/** The statuses of the rows a bulk change changed. */
+const CHANGED = new Set<ItemStatus>([ITEM_STATUSES.REQUEUED, ITEM_STATUSES.CANCELLED, ITEM_STATUSES.RESCHEDULED]);
+
+/** What a bulk change did, for the log: counts and the ids changed (the first 100). */
+function bulkFields(result: BulkResult): Record<string, unknown> {
+  const changed = result.items.filter((item) => CHANGED.has(item.status)).map((item) => item.id);
+  const failed = result.items.filter((item) => item.status === ITEM_STATUSES.FAILED).length;
+  return { requested: result.requested, affected: result.affected, failed, ids: changed.slice(0, 100) };
 }

@@ -1,6 +1,8 @@
 import type { DatabaseContext } from '../sql/database-context.js';
 import { dispatcherChannel, notifyStatement } from '../sql/notification-statements.js';
 import { type SqlStatement, sendStatement } from '../sql/sql-executor.js';
+import { describeError } from '../telemetry/describe-error.js';
+import type { SagaLogger } from '../telemetry/logger.js';
 
 /**
  * Wakes the dispatchers of other processes (PostgreSQL's NOTIFY on the library tables' channel) when a unit of work
@@ -14,7 +16,10 @@ export class DispatcherNotifier {
   private sending = false;
   private again = false;
 
-  constructor(private readonly db: DatabaseContext) {
+  constructor(
+    private readonly db: DatabaseContext,
+    private readonly logger: SagaLogger,
+  ) {
     this.statement = notifyStatement(dispatcherChannel(db));
   }
 
@@ -35,8 +40,11 @@ export class DispatcherNotifier {
       if (this.db.orm.closed) break;
       try {
         await sendStatement(this.db.autocommit, this.statement);
-      } catch {
+      } catch (error) {
         // Dropped: the rows are found by the dispatchers' next poll.
+        this.logger.debug('NOTIFY failed; dispatchers of other processes find the rows at their next poll', {
+          error: describeError(error),
+        });
       }
     } while (this.again);
     this.sending = false;

@@ -3,6 +3,7 @@ import type { BusinessCalendar } from '../calendars/business-calendar.js';
 import type { TimerDelivery } from '../contracts.js';
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { SagaDefinitionError } from '../errors.js';
+import { consoleLogger, resolveLogger, type SagaLogger } from '../telemetry/logger.js';
 import { type Clock, systemClock } from '../time/clock.js';
 import { isIntegerIn, isNumberIn, MAX_SPAN_MS, MAX_WAIT_MS, shownOption } from '../time/option-ranges.js';
 import type { HandleResult } from './handle-result.js';
@@ -82,10 +83,17 @@ export interface SagaRuntimeOptions {
   /**
    * Called after each message (including each timer delivery) was handled, with its result: for tracing and
    * audit logs. It runs after the commit; for a unit joined to your transaction (`handle(..., { em })`), once its
-   * savepoint is released, before your transaction commits (which may still roll back). What it throws is ignored.
-   * Default: none.
+   * savepoint is released, before your transaction commits (which may still roll back). What it throws is logged
+   * (warn) and otherwise ignored. Default: none.
    */
   readonly onHandled?: (event: HandledEvent) => void;
+  /**
+   * Where the runtime reports, with structured fields: the schema verified (info), a concurrency conflict retried
+   * (debug), an `onHandled` that threw (warn), a commit whose outcome is unknown (error). Dispatchers on this runtime
+   * use it too unless given their own. A `SagaLogger` (`consoleLogger('info')`, `silentLogger`, `pinoLogger(...)`,
+   * `mikroOrmLogger(...)`). Default `consoleLogger('warn')`.
+   */
+  readonly logger?: SagaLogger;
   /** Idempotent handling by message id (`handle(..., { messageId })`). */
   readonly messageIds?: {
     /**
@@ -154,6 +162,8 @@ export interface ResolvedSagaRuntimeOptions {
   readonly concurrency: { readonly maxAttempts: number; readonly baseDelayMs: number; readonly maxDelayMs: number };
   readonly maxPayloadBytes: number;
   readonly onHandled: ((event: HandledEvent) => void) | undefined;
+  /** The logger given, checked, or `consoleLogger('warn')`. */
+  readonly logger: SagaLogger;
   readonly messageIds: { readonly retentionMs: number };
   readonly verifySchema: boolean;
   readonly notifyDispatchers: boolean;
@@ -246,6 +256,7 @@ export function resolveRuntimeOptions(
     concurrency: { maxAttempts, baseDelayMs, maxDelayMs },
     maxPayloadBytes,
     onHandled: options.onHandled,
+    logger: resolveLogger(options.logger, 'SagaRuntime', consoleLogger('warn')),
     messageIds: { retentionMs },
     verifySchema: options.verifySchema ?? RUNTIME_DEFAULTS.verifySchema,
     notifyDispatchers: options.notifyDispatchers ?? RUNTIME_DEFAULTS.notifyDispatchers,

@@ -85,7 +85,7 @@ export class SagaRuntime {
     this.dialect = this.context.dialect;
     this.options = resolveRuntimeOptions(options, this.dialect.groupsAtOnce);
     const notifies = this.options.notifyDispatchers && this.dialect.notifiesListeners;
-    this.rowsDue = new RowsDue(notifies ? new DispatcherNotifier(this.context) : undefined);
+    this.rowsDue = new RowsDue(notifies ? new DispatcherNotifier(this.context, this.options.logger) : undefined);
     const writer = new UnitWriter(this.context, this.options.groupCommit);
     this.unitOfWork = {
       options: this.options,
@@ -300,7 +300,9 @@ export class SagaRuntime {
    */
   async verifySchemaOnce(): Promise<void> {
     if (this.schemaVerified) return;
-    this.schemaChecked ??= this.verifySchema();
+    this.schemaChecked ??= this.verifySchema().then(() =>
+      this.options.logger.info('saga schema verified', { sagaTypes: this.options.sagas.map((saga) => saga.name) }),
+    );
     try {
       await this.schemaChecked;
       this.schemaVerified = true;

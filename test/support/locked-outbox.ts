@@ -42,8 +42,8 @@ export function lockedOutbox(db: () => TestDatabase) {
       logger: {
         debug: () => undefined,
         info: () => undefined,
-        warn: (line) => void lines.push(`warn: ${line}`),
-        error: (line) => void lines.push(`error: ${line}`),
+        warn: (line, fields) => void lines.push(`warn: ${line}${fields ? ` ${JSON.stringify(fields)}` : ''}`),
+        error: (line, fields) => void lines.push(`error: ${line}${fields ? ` ${JSON.stringify(fields)}` : ''}`),
       },
       publish,
       ...extra,

@@ -1,9 +1,9 @@
 // Which errors the dispatcher treats as database faults (not charged) and which as the delivery's own failure; how it shows them.
 import { ConnectionException, DriverException, LockWaitTimeoutException, UniqueConstraintViolationException } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
-import { describeError } from '../../src/dispatcher/describe-error.js';
 import { isInfrastructureFault } from '../../src/dispatcher/infrastructure-fault.js';
 import { SagaPersistenceError } from '../../src/index.js';
+import { describeError } from '../../src/telemetry/describe-error.js';
 
 /** A driver error as node-postgres or node-sqlite3 raises it. */
 const driverError = (message: string, code?: string) => Object.assign(new Error(message), code ? { code } : {});

@@ -1,7 +1,8 @@
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
-import { SagaConcurrencyError } from '../../errors.js';
+import { SAGA_ERROR_CODES, SagaConcurrencyError, SagaError } from '../../errors.js';
 import { conflictKind } from '../../orm/index.js';
 import type { StepSpan } from '../../telemetry/step-span.js';
+import { describeError } from '../../telemetry/describe-error.js';
 import { type Clock, ENDED } from '../../time/clock.js';
 import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS } from '../handle-result.js';
 import type { RegisteredSaga } from '../registered-saga.js';
@@ -70,11 +71,18 @@ export async function runUnitOfWork(runtime: UnitOfWorkRuntime, input: UnitOfWor
         attempts--;
         continue;
       }
-      if (!(error instanceof RetryableConflict)) throw error;
+      if (!(error instanceof RetryableConflict)) throw reportedFailure(runtime, error);
       conflicts++;
       span.conflict();
       runtime.metrics.add('concurrencyConflicts', saga.definition.name);
       if (attempts >= concurrency.maxAttempts) throw concurrencyError(runtime.dialect, unit, error, { attempts, conflicts });
+      runtime.options.logger.debug('concurrency conflict: the step runs again on fresh state', {
+        sagaType: saga.definition.name,
+        sagaId: error.sagaId,
+        messageType: unit.message.type,
+        attempt: attempts,
+        maxAttempts: concurrency.maxAttempts,
+      });
       await sleepWithJitter(attempts, concurrency);
     }
   }
@@ -98,9 +106,29 @@ export function reportHandled(runtime: UnitOfWorkRuntime, result: HandleResult, 
   countResult(runtime, result, target.kind === 'timer');
   try {
     runtime.options.onHandled?.({ message: message.original, result, timer: target.kind === 'timer' ? target.timer : undefined });
-  } catch {
+  } catch (error) {
     // A tracing hook must not turn a committed unit of work into a failure.
+    runtime.options.logger.warn('onHandled threw; the unit of work stays committed', {
+      sagaType: result.sagaType,
+      sagaId: result.sagaId,
+      outcome: result.outcome,
+      error: describeError(error),
+    });
   }
+}
+
+/** `error`, logged first when the caller cannot know whether its unit of work was written. */
+function reportedFailure(runtime: UnitOfWorkRuntime, error: unknown): unknown {
+  if (error instanceof SagaError && error.code === SAGA_ERROR_CODES.COMMIT_OUTCOME_UNKNOWN) {
+    const { sagaType, sagaId, messageType } = error.details;
+    runtime.options.logger.error('commit outcome unknown: the unit of work may or may not be written', {
+      sagaType,
+      sagaId,
+      messageType,
+      error: describeError(error.cause),
+    });
+  }
+  return error;
 }
 
 function countResult({ metrics }: UnitOfWorkRuntime, result: HandleResult, timerDelivery: boolean): void {

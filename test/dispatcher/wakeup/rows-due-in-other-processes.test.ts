@@ -119,11 +119,13 @@ describe('commits of another ORM instance wake a waiting loop through LISTEN/NOT
 
   it('a terminated LISTEN session is logged once, opened again after the backoff, and wakes the loop again', async () => {
     const warnings: string[] = [];
+    const fields: (Record<string, unknown> | undefined)[] = [];
     const warned = deferred();
     const logger: SagaLogger = {
       ...silentLogger,
-      warn: (message) => {
+      warn: (message, given) => {
         warnings.push(message);
+        fields.push(given);
         warned.resolve();
       },
     };
@@ -134,7 +136,8 @@ describe('commits of another ORM instance wake a waiting loop through LISTEN/NOT
       .execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and query ilike 'listen %'");
     await warned.promise;
     expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toMatch(/^dispatcher: lost its LISTEN connection; polling meanwhile, opening it again in 10000 ms/);
+    expect(warnings[0]).toBe('dispatcher: lost its LISTEN connection; polling meanwhile, opening it again after a backoff');
+    expect(fields[0]).toMatchObject({ retryInMs: 10_000, error: expect.any(String) });
     // The first wait of the loop's backoff is the poll interval.
     clock.advance(POLL_MS);
     await listeningAgain;

@@ -6,7 +6,7 @@
 
 import type { MikroORM, Options } from '@mikro-orm/core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { SagaPersistenceError, SagaRuntime } from '../../../src/index.js';
+import { type SagaLogger, SagaPersistenceError, SagaRuntime, silentLogger } from '../../../src/index.js';
 import { queryRows } from '../../../src/orm/sql-execution.js';
 import { FakeClock } from '../../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../../fixtures/scripted-saga.js';
@@ -30,13 +30,14 @@ describe('commit outcome unknown (postgresql)', () => {
     await proxy.close();
   });
 
-  async function runtimeThroughProxy() {
+  async function runtimeThroughProxy(logger: SagaLogger = silentLogger) {
     const orm = await db().openAnother({ clientUrl: proxyUrl, pool: { min: 0, max: 1 } });
-    return new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock: new FakeClock() });
+    return new SagaRuntime({ em: orm.em, sagas: [scriptedSaga], clock: new FakeClock(), logger });
   }
 
   it('the connection drops after the server applied COMMIT: COMMIT_OUTCOME_UNKNOWN, and the effects are in fact written', async () => {
-    const runtime = await runtimeThroughProxy();
+    const errors: [string, Record<string, unknown> | undefined][] = [];
+    const runtime = await runtimeThroughProxy({ ...silentLogger, error: (message, fields) => void errors.push([message, fields]) });
     const rows = rowsOf(db().orm);
     const key = uniqueKey('lost-ack');
     const started = await runtime.handle(scriptedSaga, { type: 'Start', key });
@@ -51,6 +52,13 @@ describe('commit outcome unknown (postgresql)', () => {
     expect(message).toContain('may or may not have been written');
     expect(message).toContain('redeliver the message with the same message id');
     expect(message).not.toContain('nothing of it was written');
+    // Logged as an error too, for an operator whose caller swallowed it.
+    expect(errors).toEqual([
+      [
+        'commit outcome unknown: the unit of work may or may not be written',
+        { sagaType: 'scripted', sagaId: started.sagaId, messageType: 'Do', error: expect.any(String) },
+      ],
+    ]);
     // What a caller who believed "nothing was written" would have duplicated:
     expect(await rows.saga(key)).toMatchObject({ version: 1, counter: 1 });
     expect(await rows.outbox(started.sagaId!)).toHaveLength(1);

@@ -1,0 +1,70 @@
+import type { Logger } from '@mikro-orm/core';
+import { type LogLevel, levelLogger, type SagaLogger } from './logger.js';
+
+/** The part of a pino logger {@link pinoLogger} calls: pino's `(fields, message)` argument order. */
+export interface PinoLike {
+  /** Writes a debug line: `fields` as its properties, `message` as its `msg`. */
+  debug(fields: object, message?: string): void;
+  /** Writes an info line. */
+  info(fields: object, message?: string): void;
+  /** Writes a warning line. */
+  warn(fields: object, message?: string): void;
+  /** Writes an error line. */
+  error(fields: object, message?: string): void;
+}
+
+/**
+ * A {@link SagaLogger} writing to pino (or any logger with pino's `(fields, message)` order): the fields become
+ * properties of the JSON line, the message its `msg`. pino's own level filters, as for the app's other lines.
+ *
+ * ```ts
+ * new SagaRuntime({ em, sagas, logger: pinoLogger(pino().child({ component: 'sagas' })) });
+ * ```
+ */
+export function pinoLogger(logger: PinoLike): SagaLogger {
+  return {
+    debug: (message, fields) => logger.debug(fields ?? {}, message),
+    info: (message, fields) => logger.info(fields ?? {}, message),
+    warn: (message, fields) => logger.warn(fields ?? {}, message),
+    error: (message, fields) => logger.error(fields ?? {}, message),
+  };
+}
+
+/** Options of {@link mikroOrmLogger}. */
+export interface MikroOrmLoggerOptions {
+  /** The lowest level written. Default `warn`, as `consoleLogger`. */
+  readonly level?: LogLevel;
+  /** The namespace of the lines (`[mikro-orm-saga] ...` with MikroORM's `DefaultLogger`). Default `mikro-orm-saga`. */
+  readonly namespace?: string;
+}
+
+/**
+ * A {@link SagaLogger} writing through MikroORM's logger (`orm.config.getLogger()`, or any MikroORM `Logger`), so
+ * the library's lines go where the ORM's do. MikroORM's logger has no levels below warnings: `debug` and `info` go
+ * to `log()`, `warn` to `warn()`, `error` to `error()`. Lines at `level` and above are written whatever the ORM's
+ * `debug` setting (`enabled: true`); those below are dropped. A line is the message followed by its fields as JSON;
+ * the fields are also in the log context (`context.fields`) for a custom MikroORM logger.
+ */
+export function mikroOrmLogger(logger: Pick<Logger, 'log' | 'warn' | 'error'>, options: MikroOrmLoggerOptions = {}): SagaLogger {
+  const namespace = options.namespace ?? 'mikro-orm-saga';
+  return levelLogger(
+    options.level ?? 'warn',
+    (level, message, fields) => {
+      const line = fields ? `${message} ${jsonOf(fields)}` : message;
+      const context = { enabled: true, ...(fields ? { fields } : {}) };
+      if (level === 'error') logger.error(namespace, line, context);
+      else if (level === 'warn') logger.warn(namespace, line, context);
+      else logger.log(namespace, line, context);
+    },
+    'mikroOrmLogger',
+  );
+}
+
+/** Fields as JSON; a value JSON cannot write (a BigInt, a cycle) as its kind. */
+function jsonOf(fields: Record<string, unknown>): string {
+  try {
+    return JSON.stringify(fields);
+  } catch {
+    return JSON.stringify(Object.fromEntries(Object.entries(fields).map(([key, value]) => [key, `(a ${typeof value})`])));
+  }
+}
