@@ -1,8 +1,8 @@
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
 import { SAGA_ERROR_CODES, SagaConcurrencyError, SagaError } from '../../errors.js';
 import { conflictKind } from '../../orm/index.js';
-import type { StepSpan } from '../../telemetry/step-span.js';
 import { describeError } from '../../telemetry/describe-error.js';
+import type { StepSpan } from '../../telemetry/step-span.js';
 import { type Clock, ENDED } from '../../time/clock.js';
 import { HANDLE_OUTCOMES, type HandleResult, IGNORE_REASONS } from '../handle-result.js';
 import type { RegisteredSaga } from '../registered-saga.js';
