@@ -10,6 +10,14 @@ export function runWithCorrelationId<T>(correlationId: string, fn: () => T): T {
   return storage.run(correlationId, fn);
 }
 
+/**
+ * Runs `fn` with no ambient correlation id: work for a message that has none (an operator's audit message) does not
+ * take the id of whoever started it.
+ */
+export function runWithoutCorrelationId<T>(fn: () => T): T {
+  return storage.exit(fn);
+}
+
 /** The ambient correlation id, if code runs inside {@link runWithCorrelationId}. */
 export function getCorrelationId(): string | undefined {
   return storage.getStore();

@@ -5,7 +5,7 @@ import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
 import { DELIVERY_OUTCOMES, DeliverySpan } from '../telemetry/delivery-span.js';
 import { describeError as describe } from '../telemetry/describe-error.js';
 import { SPAN_ATTRIBUTES } from '../telemetry/span-attributes.js';
-import { traceHeaders } from '../telemetry/trace-context.js';
+import { traceHeaders, withTraceHeaders } from '../telemetry/trace-context.js';
 import { type ClaimedOutboxRow, claimDueOutboxRows } from './claim-due-rows.js';
 import { CoalescedWrite } from './coalesced-write.js';
 import type { DispatchParts } from './dispatch-parts.js';
@@ -89,8 +89,9 @@ export class OutboxRelay {
     const { options, metrics, tracer, outcomes, deliveries } = this.parts;
     if (!claimed.startedAtClaim && !(await deliveries.start(DISPATCH_TABLES.outbox, row, counts))) return;
     const span = DeliverySpan.publish(tracer, claimed.envelope, claimed.trace);
-    // The trace headers win over a step's header of the same name: they say where the message was published from.
-    const envelope = { ...claimed.envelope, headers: { ...claimed.envelope.headers, ...traceHeaders(span.context) } };
+    // The trace headers win over a step's header of the same name, in any case: they say where the message was
+    // published from.
+    const envelope = { ...claimed.envelope, headers: withTraceHeaders(claimed.envelope.headers, traceHeaders(span.context)) };
     try {
       await deliveries.withTimeout(() => otelContext.with(span.context, () => options.publish!(envelope)), envelope.correlationId);
     } catch (error) {

@@ -1,4 +1,4 @@
-import { runWithCorrelationId } from '../correlation/correlation-context.js';
+import { runWithCorrelationId, runWithoutCorrelationId } from '../correlation/correlation-context.js';
 import type { ClaimGuard } from '../sql/claim-statements.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import { markDeliveriesStarted, markDeliveryStartedWaiting } from '../sql/delivery-statements.js';
@@ -127,10 +127,11 @@ export class RowDeliveries {
   }
 
   /**
-   * Runs `work` under `correlationId` (the ambient id the step or publisher sees), failing with
+   * Runs `work` under `correlationId` (the ambient id the step or publisher sees; none when null), failing with
    * DeliveryTimeout after `deliveryTimeoutMs` of the dispatcher's clock.
    */
   withTimeout<T>(work: () => Promise<T>, correlationId: string | null): Promise<T> {
-    return this.deadlines.race(correlationId ? runWithCorrelationId(correlationId, work) : work());
+    // Without an id of its own, the delivery runs under none: not under the id of the caller of start() or runOnce().
+    return this.deadlines.race(correlationId ? runWithCorrelationId(correlationId, work) : runWithoutCorrelationId(work));
   }
 }

@@ -62,6 +62,11 @@ export class StepSpan {
     return new StepSpan(span, parent, metrics, facts);
   }
 
+  /** The unit of work read the existing instance `sagaId`: the span names it, also when the unit then fails. */
+  found(sagaId: string): void {
+    if (this.span.isRecording()) this.span.setAttribute(SPAN_ATTRIBUTES.sagaId, sagaId);
+  }
+
   /** A concurrency conflict was met; the unit of work runs again on fresh state. */
   conflict(): void {
     this.conflicts++;

@@ -118,6 +118,18 @@ export function traceHeaders(context: Context): Record<string, string> {
   return headers;
 }
 
+/**
+ * `headers` (a step's, from `ctx.send`) with `trace` (the {@link traceHeaders} of the delivery) added. A header of
+ * `headers` named as one of `trace`'s, in any case, gives way: W3C Trace Context lets a consumer read `Traceparent` as
+ * `traceparent`, so the envelope must not carry a second one.
+ */
+export function withTraceHeaders(headers: Record<string, string>, trace: Record<string, string>): Record<string, string> {
+  const replaced = new Set(Object.keys(trace).map((name) => name.toLowerCase()));
+  if (replaced.size === 0) return headers;
+  const kept = Object.entries(headers).filter(([name]) => !replaced.has(name.toLowerCase()));
+  return { ...Object.fromEntries(kept), ...trace };
+}
+
 /** The link a delivery's span gets to the context its row stored (the messaging conventions' creation context). */
 export function creationLinks(spanContext: SpanContext | undefined): Link[] {
   return spanContext ? [{ context: spanContext }] : [];

@@ -43,6 +43,8 @@ export interface UnitOfWork {
   readonly correlationId: string;
   /** The stored text of the unit's `saga.step` span context, kept on the timers and outbox rows it writes. */
   readonly traceContext: string | null;
+  /** Hears of the existing instance an attempt read (its `saga.step` span names it, also when the step then fails). */
+  readonly found: (sagaId: string) => void;
 }
 
 /** Which attempt this is: its number (1 for the first), the conflicts before it, and whether it writes alone. */
@@ -85,6 +87,7 @@ export async function attempt(runtime: UnitOfWorkRuntime, unit: UnitOfWork, coun
   const current: Attempt = { runtime, unit, count, em, now, timer, base };
   refuseOnClosedOrm(current, timer?.sagaId);
   const instance = await load(current);
+  if (instance.kind === 'loaded' && !instance.isNew) unit.found(instance.state.id);
   const messageId = target.kind === 'correlation' ? target.messageId : undefined;
   const duplicate = messageId === undefined ? undefined : await duplicateOf(current, instance, messageId);
   if (duplicate) return duplicate;

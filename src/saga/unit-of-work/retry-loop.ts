@@ -98,7 +98,15 @@ export function unitOfWork({ saga, message, target, correlationId, span }: UnitO
     first = undefined;
     return copy;
   };
-  return { saga, message: message.copy, stepMessage, target, correlationId, traceContext: span.traceContext };
+  return {
+    saga,
+    message: message.copy,
+    stepMessage,
+    target,
+    correlationId,
+    traceContext: span.traceContext,
+    found: (sagaId) => span.found(sagaId),
+  };
 }
 
 /** Counts a unit of work's result and hands it to `onHandled`. */
