@@ -236,7 +236,7 @@ function conflictInAppTransaction(db: DatabaseContext, unit: UnitOfWork, error: 
   const messageType = unit.message.type;
   const usable =
     db.dialect.name === 'postgresql'
-      ? 'Your transaction still takes statements; the message was not applied in it.'
+      ? 'Your transaction still takes statements; the message was not applied in it. At REPEATABLE READ or SERIALIZABLE, handling it again in the same transaction fails the same way: your transaction keeps reading the snapshot it took first.'
       : 'On SQLite your transaction may take no more writes (another connection wrote since it began reading).';
   return new SagaConcurrencyError(
     'CONFLICT_IN_APP_TRANSACTION',
