@@ -33,5 +33,11 @@ export function mikroOrm6Transactions(): UnitTransactions {
       if (!context || context.isCompleted?.() === true) return undefined;
       return joinOpenTransaction(context, unitEm);
     },
+    /** The outermost knex transaction: a nested one's transactor names the one it is nested in (`parentTransaction`). */
+    async connectionOf(appEm) {
+      let context = appEm.getTransactionContext() as { parentTransaction?: object } | undefined;
+      while (context?.parentTransaction) context = context.parentTransaction;
+      return context;
+    },
   };
 }

@@ -87,6 +87,17 @@ class MikroOrm7Transactions implements UnitTransactions {
     return joinOpenTransaction(context, unitEm);
   }
 
+  /**
+   * kysely's connection the context runs its statements on: a savepoint's context (kysely's `ControlledTransaction`
+   * of a nested transaction) keeps no link to the transaction it is nested in, but hands out the same connection.
+   */
+  async connectionOf(appEm: EntityManager): Promise<object | undefined> {
+    const context = appEm.getTransactionContext() as Partial<KyselyLike> | undefined;
+    if (!context || typeof context.getExecutor !== 'function') return context;
+    const provider = context.getExecutor() as { provideConnection?<T>(consumer: (connection: object) => Promise<T>): Promise<T> };
+    return provider.provideConnection ? provider.provideConnection(async (connection) => connection) : context;
+  }
+
   private holdsPgTransactions(em: EntityManager, kysely: KyselyClient | undefined): boolean {
     if (!kysely) return false;
     this.holdsPg ??= holdsPgTransactions(em, kysely as unknown as KyselyLike);

@@ -37,8 +37,9 @@ const ONLY_ATTEMPT = { attempts: 1, conflicts: 0, alone: false } as const;
 const ANSWER: SqlStatement = { sql: 'select 1 as one', params: [] };
 
 /**
- * The application transactions a unit is joined to now. Two units in one transaction at once would interleave their
- * statements on its one connection, and a rollback to one's savepoint would undo the other's writes too.
+ * The connections of application transactions a unit is joined to now (`UnitTransactions.connectionOf`): a nested
+ * transaction's counts as the one it is nested in. Two units on one connection at once would interleave their
+ * statements, and a rollback to one's savepoint would undo the other's writes too.
  */
 const joinedNow = new WeakSet<object>();
 
@@ -66,20 +67,20 @@ export async function runJoinedUnitOfWork(
 ): Promise<HandleResult> {
   const sagaType = input.saga.definition.name;
   const messageType = input.message.copy.type;
-  const context = options.appEm.getTransactionContext<object>();
-  if (context && joinedNow.has(context)) {
+  const connection = await runtime.db.transactions.connectionOf(options.appEm);
+  if (connection && joinedNow.has(connection)) {
     throw new SagaValidationError(
       'OPTION_INVALID',
       `Saga ${sagaType}: '${messageType}' was handled in a transaction that another handle() call is still joined to; nothing of it was read or written. Await each handle() or route() call before the next in one transaction.`,
       { sagaType, messageType },
     );
   }
-  if (context) joinedNow.add(context);
+  if (connection) joinedNow.add(connection);
   try {
     const joined = await join(runtime.db, options.appEm, sagaType, messageType);
     return await runInSavepoint(runtime, input, joined, options.checkSchema);
   } finally {
-    if (context) joinedNow.delete(context);
+    if (connection) joinedNow.delete(connection);
   }
 }
 
