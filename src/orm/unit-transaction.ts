@@ -127,6 +127,11 @@ export interface JoinedTransaction extends UnitTransaction {
   /** The application's transaction context the unit joined. */
   readonly context: object;
   /**
+   * Whether the application's transaction is still open: false once the application committed or rolled it back,
+   * the unit's statements then fail. Those sent before are durable when it committed.
+   */
+  readonly open: boolean;
+  /**
    * Rolls the unit's statements back to its savepoint and keeps the savepoint (ROLLBACK TO SAVEPOINT): on PostgreSQL
    * the transaction takes statements again after one of them failed.
    */

@@ -83,8 +83,9 @@ class MikroOrm7Transactions implements UnitTransactions {
    */
   async join(appEm: EntityManager, unitEm: EntityManager): Promise<JoinedTransaction | undefined> {
     const context = appEm.getTransactionContext() as { isCommitted?: boolean; isRolledBack?: boolean } | undefined;
-    if (!context || context.isCommitted === true || context.isRolledBack === true) return undefined;
-    return joinOpenTransaction(context, unitEm);
+    const isOpen = () => context?.isCommitted !== true && context?.isRolledBack !== true;
+    if (!context || !isOpen()) return undefined;
+    return joinOpenTransaction(context, unitEm, isOpen);
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { SagaConcurrencyError, SagaSchemaError, SagaValidationError } from '../../errors.js';
+import { SagaConcurrencyError, SagaError, SagaPersistenceError, SagaSchemaError, SagaValidationError } from '../../errors.js';
 import { classifyDriverError, freshFork, type JoinedTransaction } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { dispatcherChannel, notifyStatement } from '../../sql/notification-statements.js';
@@ -123,6 +123,7 @@ async function runInSavepoint(
     await release(inTransaction, joined, unit, result.sagaId ?? undefined);
   } catch (error) {
     await joined.rollback().catch(() => undefined);
+    if (!joined.open) throw transactionEndedUnderUnit(unit, error);
     if (!(error instanceof RetryableConflict)) throw error;
     runtime.metrics.add('concurrencyConflicts', unit.saga.definition.name);
     throw conflictInAppTransaction(runtime.db, unit, error);
@@ -213,6 +214,22 @@ function joinedProbes(db: DatabaseContext, joined: JoinedTransaction): FailurePr
         () => false,
       ),
   };
+}
+
+/**
+ * The error of a joined unit whose application transaction ended (the application committed or rolled it back
+ * without awaiting the unit): the unit's statements sent before are durable if it committed, the rest never ran.
+ */
+function transactionEndedUnderUnit(unit: UnitOfWork, error: unknown): SagaPersistenceError {
+  const sagaType = unit.saga.definition.name;
+  const messageType = unit.message.type;
+  const sagaId = error instanceof SagaError ? (error.details.sagaId as string | undefined) : undefined;
+  return new SagaPersistenceError(
+    'COMMIT_OUTCOME_UNKNOWN',
+    `Saga ${sagaType}${sagaId ? `/${sagaId}` : ''}: your transaction ended (committed or rolled back) while the unit of work of '${messageType}' was writing in it. What the unit wrote before is durable if your transaction committed, and the rest was not written: its effects may be partial. Await handle() and route() before you commit or roll back your transaction; read the saga before handling the message again.`,
+    { sagaType, sagaId, messageType, operation: 'commit' },
+    { cause: error },
+  );
 }
 
 /** What a joined unit's conflict was, for the message of its error. */
