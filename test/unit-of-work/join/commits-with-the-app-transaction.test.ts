@@ -141,6 +141,36 @@ for (const dialect of DIALECTS) {
       expect(runtime.stats().duplicates).toBe(2);
     });
 
+    it('onHandled hears a joined unit once its savepoint is released, before the application commits; a failed unit is not heard', async () => {
+      const heard: { outcome: string; sagaType: string; appCommitted: boolean }[] = [];
+      let appCommitted = false;
+      const runtime = new SagaRuntime({
+        em: db().orm.em,
+        sagas: [scriptedSaga],
+        onHandled: ({ result }) => heard.push({ outcome: result.outcome, sagaType: result.sagaType, appCommitted }),
+      });
+      const key = uniqueKey('heard');
+      const em = db().orm.em.fork();
+      await em.begin();
+      try {
+        await runtime.handle(scriptedSaga, { type: 'Start', key }, { em, messageId: `${key}-m` });
+        await runtime.handle(scriptedSaga, { type: 'Start', key }, { em, messageId: `${key}-m` });
+        const failed = await runtime
+          .handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'throw', message: 'step failed' }] }, { em })
+          .catch((e: unknown) => e);
+        expect(failed).toMatchObject({ message: 'step failed' });
+        await em.commit();
+        appCommitted = true;
+      } catch (error) {
+        await em.rollback();
+        throw error;
+      }
+      expect(heard).toEqual([
+        { outcome: 'started', sagaType: 'scripted', appCommitted: false },
+        { outcome: 'duplicate', sagaType: 'scripted', appCommitted: false },
+      ]);
+    });
+
     it('route() joins each saga’s unit in turn, and a nested em.transactional() is joined as well', async () => {
       const { runtime } = setup();
       const key = uniqueKey('route');
