@@ -56,7 +56,10 @@ export const SAGA_ERROR_CODES = {
   UNIQUE_VIOLATION: 'UNIQUE_VIOLATION',
   /** The database could not be reached (refused, timed out, file cannot be opened); nothing was written. */
   DATABASE_UNREACHABLE: 'DATABASE_UNREACHABLE',
-  /** The connection failed while COMMIT was in flight: the effects may or may not have been written. */
+  /**
+   * The connection failed while COMMIT was in flight: the effects may or may not have been written. For a unit joined
+   * to your transaction: that transaction ended while the unit was writing in it, so its effects may be partial.
+   */
   COMMIT_OUTCOME_UNKNOWN: 'COMMIT_OUTCOME_UNKNOWN',
   /**
    * The MikroORM instance was closed (`orm.close()`) before the unit of work committed: nothing of it was written.

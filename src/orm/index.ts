@@ -23,6 +23,7 @@ export {
   quoteName,
   storedProperties,
   tableOf,
+  uniqueKeyNamesOf,
 } from './metadata.js';
 export { type NotificationConnection, openNotificationConnection } from './notification-connection.js';
 // executeSql and queryRows are imported by src/sql/sql-executor.ts alone, from ./sql-execution.js (.dependency-cruiser.cjs).

@@ -16,11 +16,11 @@ const SAVEPOINT = 'mikro_orm_saga_unit';
 
 /**
  * Makes `unitEm` (a unit of work's fresh fork) run its statements in `context`, the application's open transaction,
- * and sets the unit's savepoint there. For a major's `UnitTransactions.join`, once it found `context` open. Rejects
- * with the driver's error, with `unitEm` out of the transaction, when SAVEPOINT fails (a PostgreSQL transaction a
- * failed statement aborted, a lost connection).
+ * and sets the unit's savepoint there. For a major's `UnitTransactions.join`, once `isOpen` (how that major tells
+ * whether `context` is still open) found it open. Rejects with the driver's error, with `unitEm` out of the
+ * transaction, when SAVEPOINT fails (a PostgreSQL transaction a failed statement aborted, a lost connection).
  */
-export async function joinOpenTransaction(context: object, unitEm: EntityManager): Promise<JoinedTransaction> {
+export async function joinOpenTransaction(context: object, unitEm: EntityManager, isOpen: () => boolean): Promise<JoinedTransaction> {
   unitEm.setTransactionContext(context as never);
   try {
     await executeSql(unitEm, `savepoint ${SAVEPOINT}`, [], 'run');
@@ -28,7 +28,7 @@ export async function joinOpenTransaction(context: object, unitEm: EntityManager
     unitEm.resetTransactionContext();
     throw error;
   }
-  return new JoinedUnitTransaction(unitEm, context);
+  return new JoinedUnitTransaction(unitEm, context, isOpen);
 }
 
 /** The transaction of a joined unit (see `JoinedTransaction`). */
@@ -39,7 +39,12 @@ class JoinedUnitTransaction implements JoinedTransaction {
   constructor(
     readonly em: EntityManager,
     readonly context: object,
+    private readonly isOpen: () => boolean,
   ) {}
+
+  get open(): boolean {
+    return this.isOpen();
+  }
 
   /** RELEASE SAVEPOINT; `em` then leaves the application's transaction (not when it failed: roll back then). */
   async commit(): Promise<void> {

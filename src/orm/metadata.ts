@@ -48,6 +48,26 @@ export function columnOf(em: EntityManager, meta: EntityMetadata, property: stri
   return quoteName(em, meta.properties[property as never]!.fieldNames[0]!);
 }
 
+/**
+ * The names of the unique keys that hold `property` alone, as MikroORM's schema generator names them on the
+ * platform: the primary key, the property's own `unique`, and an entity-level unique on it alone. A database that
+ * names the constraint a statement violated (PostgreSQL) names one of these when the statement duplicated `property`.
+ */
+export function uniqueKeyNamesOf(em: EntityManager, meta: EntityMetadata, property: string): string[] {
+  const prop = meta.properties[property as never] as EntityProperty | undefined;
+  if (!prop) return [];
+  const platform = em.getPlatform();
+  const named = (name: unknown) => (typeof name === 'string' ? name : platform.getIndexName(meta.tableName, prop.fieldNames, 'unique'));
+  const names: string[] = [];
+  if (prop.primary) names.push(platform.getDefaultPrimaryName(meta.tableName, prop.fieldNames));
+  if (prop.unique) names.push(named(prop.unique));
+  for (const unique of meta.uniques) {
+    const properties = [unique.properties].flat();
+    if (properties.length === 1 && properties[0] === property) names.push(named(unique.name));
+  }
+  return names;
+}
+
 /** Whether `property` is a plain column (not a relation or an embeddable). */
 export function isScalarProperty(property: EntityProperty): boolean {
   return property.kind === ReferenceKind.SCALAR;

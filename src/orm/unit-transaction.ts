@@ -47,6 +47,13 @@ export interface UnitTransactions {
    * `appEm` is in no transaction, or in one that has ended (committed or rolled back).
    */
   join(appEm: EntityManager, unitEm: EntityManager): Promise<JoinedTransaction | undefined>;
+  /**
+   * What stands for the connection of the transaction `appEm` has open, while it is open: the same object for the
+   * context of a transaction nested in it (a savepoint on the same connection) as for its own. Undefined, with
+   * nothing sent, when `appEm` is in no transaction. Two units joined to one connection at once would interleave
+   * their statements, and one's rollback to its savepoint would undo the other's writes.
+   */
+  connectionOf(appEm: EntityManager): Promise<object | undefined>;
 }
 
 /** A transaction {@link UnitTransactions.begin} opened on its EntityManager. */
@@ -119,6 +126,11 @@ export interface UnitTransaction {
 export interface JoinedTransaction extends UnitTransaction {
   /** The application's transaction context the unit joined. */
   readonly context: object;
+  /**
+   * Whether the application's transaction is still open: false once the application committed or rolled it back,
+   * the unit's statements then fail. Those sent before are durable when it committed.
+   */
+  readonly open: boolean;
   /**
    * Rolls the unit's statements back to its savepoint and keeps the savepoint (ROLLBACK TO SAVEPOINT): on PostgreSQL
    * the transaction takes statements again after one of them failed.

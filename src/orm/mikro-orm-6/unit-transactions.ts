@@ -30,8 +30,15 @@ export function mikroOrm6Transactions(): UnitTransactions {
     /** A knex transaction (MikroORM's, or a savepoint of a nested `em.transactional()`) is open until it completed. */
     async join(appEm, unitEm) {
       const context = appEm.getTransactionContext() as { isCompleted?: () => boolean } | undefined;
-      if (!context || context.isCompleted?.() === true) return undefined;
-      return joinOpenTransaction(context, unitEm);
+      const isOpen = () => context?.isCompleted?.() !== true;
+      if (!context || !isOpen()) return undefined;
+      return joinOpenTransaction(context, unitEm, isOpen);
+    },
+    /** The outermost knex transaction: a nested one's transactor names the one it is nested in (`parentTransaction`). */
+    async connectionOf(appEm) {
+      let context = appEm.getTransactionContext() as { parentTransaction?: object } | undefined;
+      while (context?.parentTransaction) context = context.parentTransaction;
+      return context;
     },
   };
 }

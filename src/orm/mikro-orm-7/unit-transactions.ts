@@ -83,8 +83,20 @@ class MikroOrm7Transactions implements UnitTransactions {
    */
   async join(appEm: EntityManager, unitEm: EntityManager): Promise<JoinedTransaction | undefined> {
     const context = appEm.getTransactionContext() as { isCommitted?: boolean; isRolledBack?: boolean } | undefined;
-    if (!context || context.isCommitted === true || context.isRolledBack === true) return undefined;
-    return joinOpenTransaction(context, unitEm);
+    const isOpen = () => context?.isCommitted !== true && context?.isRolledBack !== true;
+    if (!context || !isOpen()) return undefined;
+    return joinOpenTransaction(context, unitEm, isOpen);
+  }
+
+  /**
+   * kysely's connection the context runs its statements on: a savepoint's context (kysely's `ControlledTransaction`
+   * of a nested transaction) keeps no link to the transaction it is nested in, but hands out the same connection.
+   */
+  async connectionOf(appEm: EntityManager): Promise<object | undefined> {
+    const context = appEm.getTransactionContext() as Partial<KyselyLike> | undefined;
+    if (!context || typeof context.getExecutor !== 'function') return context;
+    const provider = context.getExecutor() as { provideConnection?<T>(consumer: (connection: object) => Promise<T>): Promise<T> };
+    return provider.provideConnection ? provider.provideConnection(async (connection) => connection) : context;
   }
 
   private holdsPgTransactions(em: EntityManager, kysely: KyselyClient | undefined): boolean {

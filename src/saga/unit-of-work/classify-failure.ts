@@ -15,6 +15,7 @@ import {
   isReachable,
   OrmClosed,
   serverAddress,
+  uniqueKeyNamesOf,
 } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { probeColumn, probeTable } from '../../sql/schema-probe-statements.js';
@@ -186,11 +187,10 @@ async function isRace(failure: StatementFailure, context: FailureContext): Promi
   // Another delivery of the same message id committed first: the retry finds its record and answers duplicate.
   const { timer, handledMessage } = context.db.tables;
   if (failure.table === handledMessage.name) return true;
+  if (failure.table === meta.tableName && context.startedWith) {
+    return (await isStartSeen(context, context.startedWith.value)) || isStartUnseen(context, failure.cause);
+  }
   try {
-    if (failure.table === meta.tableName && context.startedWith) {
-      const where = { [definition.correlationProperty]: context.startedWith.value };
-      return await context.probes.read(async (em) => (await em.count(definition.state, where as never)) > 0);
-    }
     const sagaId = context.sagaId;
     if (failure.table === timer.name && sagaId && context.timerNames.length > 0) {
       const names = context.timerNames;
@@ -200,6 +200,31 @@ async function isRace(failure: StatementFailure, context: FailureContext): Promi
     // The probe failing says nothing about a race; report the violation itself.
   }
   return false;
+}
+
+/** Whether the probes see an instance with the correlation value a start inserted; false when the probe fails. */
+async function isStartSeen({ saga, probes }: FailureContext, value: unknown): Promise<boolean> {
+  const { definition } = saga;
+  const where = { [definition.correlationProperty]: value };
+  try {
+    return await probes.read(async (em) => (await em.count(definition.state, where as never)) > 0);
+  } catch {
+    // The probe failing says nothing about a race; report the violation itself.
+    return false;
+  }
+}
+
+/**
+ * Whether a joined unit's start duplicated the correlation key of an instance its probe cannot see. Its probe reads
+ * in the application's transaction, whose snapshot at REPEATABLE READ or SERIALIZABLE (PostgreSQL) leaves out an
+ * instance another transaction started and committed after the snapshot was taken. The database names the key the
+ * insert duplicated: the correlation property's own says it is that race.
+ */
+function isStartUnseen(context: FailureContext, cause: unknown): boolean {
+  if (!context.joined) return false;
+  const constraint = constraintOf(cause);
+  const { meta, definition } = context.saga;
+  return constraint !== undefined && uniqueKeyNamesOf(context.em, meta, definition.correlationProperty).includes(constraint);
 }
 
 /** How the unit's writes were undone. */

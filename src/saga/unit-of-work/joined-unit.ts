@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { SagaConcurrencyError, SagaSchemaError, SagaValidationError } from '../../errors.js';
+import { SagaConcurrencyError, SagaError, SagaPersistenceError, SagaSchemaError, SagaValidationError } from '../../errors.js';
 import { classifyDriverError, freshFork, type JoinedTransaction } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { dispatcherChannel, notifyStatement } from '../../sql/notification-statements.js';
@@ -37,8 +37,9 @@ const ONLY_ATTEMPT = { attempts: 1, conflicts: 0, alone: false } as const;
 const ANSWER: SqlStatement = { sql: 'select 1 as one', params: [] };
 
 /**
- * The application transactions a unit is joined to now. Two units in one transaction at once would interleave their
- * statements on its one connection, and a rollback to one's savepoint would undo the other's writes too.
+ * The connections of application transactions a unit is joined to now (`UnitTransactions.connectionOf`): a nested
+ * transaction's counts as the one it is nested in. Two units on one connection at once would interleave their
+ * statements, and a rollback to one's savepoint would undo the other's writes too.
  */
 const joinedNow = new WeakSet<object>();
 
@@ -66,20 +67,20 @@ export async function runJoinedUnitOfWork(
 ): Promise<HandleResult> {
   const sagaType = input.saga.definition.name;
   const messageType = input.message.copy.type;
-  const context = options.appEm.getTransactionContext<object>();
-  if (context && joinedNow.has(context)) {
+  const connection = await runtime.db.transactions.connectionOf(options.appEm);
+  if (connection && joinedNow.has(connection)) {
     throw new SagaValidationError(
       'OPTION_INVALID',
       `Saga ${sagaType}: '${messageType}' was handled in a transaction that another handle() call is still joined to; nothing of it was read or written. Await each handle() or route() call before the next in one transaction.`,
       { sagaType, messageType },
     );
   }
-  if (context) joinedNow.add(context);
+  if (connection) joinedNow.add(connection);
   try {
     const joined = await join(runtime.db, options.appEm, sagaType, messageType);
     return await runInSavepoint(runtime, input, joined, options.checkSchema);
   } finally {
-    if (context) joinedNow.delete(context);
+    if (connection) joinedNow.delete(connection);
   }
 }
 
@@ -122,6 +123,7 @@ async function runInSavepoint(
     await release(inTransaction, joined, unit, result.sagaId ?? undefined);
   } catch (error) {
     await joined.rollback().catch(() => undefined);
+    if (!joined.open) throw transactionEndedUnderUnit(unit, error);
     if (!(error instanceof RetryableConflict)) throw error;
     runtime.metrics.add('concurrencyConflicts', unit.saga.definition.name);
     throw conflictInAppTransaction(runtime.db, unit, error);
@@ -214,6 +216,22 @@ function joinedProbes(db: DatabaseContext, joined: JoinedTransaction): FailurePr
   };
 }
 
+/**
+ * The error of a joined unit whose application transaction ended (the application committed or rolled it back
+ * without awaiting the unit): the unit's statements sent before are durable if it committed, the rest never ran.
+ */
+function transactionEndedUnderUnit(unit: UnitOfWork, error: unknown): SagaPersistenceError {
+  const sagaType = unit.saga.definition.name;
+  const messageType = unit.message.type;
+  const sagaId = error instanceof SagaError ? (error.details.sagaId as string | undefined) : undefined;
+  return new SagaPersistenceError(
+    'COMMIT_OUTCOME_UNKNOWN',
+    `Saga ${sagaType}${sagaId ? `/${sagaId}` : ''}: your transaction ended (committed or rolled back) while the unit of work of '${messageType}' was writing in it. What the unit wrote before is durable if your transaction committed, and the rest was not written: its effects may be partial. Await handle() and route() before you commit or roll back your transaction; read the saga before handling the message again.`,
+    { sagaType, sagaId, messageType, operation: 'commit' },
+    { cause: error },
+  );
+}
+
 /** What a joined unit's conflict was, for the message of its error. */
 function conflictWording(db: DatabaseContext, cause: unknown): string {
   switch (classifyDriverError(cause)) {
@@ -236,7 +254,7 @@ function conflictInAppTransaction(db: DatabaseContext, unit: UnitOfWork, error: 
   const messageType = unit.message.type;
   const usable =
     db.dialect.name === 'postgresql'
-      ? 'Your transaction still takes statements; the message was not applied in it.'
+      ? 'Your transaction still takes statements; the message was not applied in it. At REPEATABLE READ or SERIALIZABLE, handling it again in the same transaction fails the same way: your transaction keeps reading the snapshot it took first.'
       : 'On SQLite your transaction may take no more writes (another connection wrote since it began reading).';
   return new SagaConcurrencyError(
     'CONFLICT_IN_APP_TRANSACTION',

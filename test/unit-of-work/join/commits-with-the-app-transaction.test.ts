@@ -101,6 +101,8 @@ for (const dialect of DIALECTS) {
       expect(await failed).toMatchObject({ message: 'the application failed after handle()' });
       expect(await committedArticle(db().orm, key)).toBeNull();
       expect(await sagaRows(key)).toEqual({ saga: null, timers: 0, outbox: 0, messageIds: 0 });
+      // stats() counted the unit at its savepoint's release: the rollback does not take it back.
+      expect(runtime.stats()).toMatchObject({ started: 1, timersScheduled: 2, messagesSent: 1 });
       // The message id was never recorded: the same message handled again is applied, not a duplicate.
       const again = await runtime.handle(scriptedSaga, { type: 'Start', key }, { messageId: `${key}-m` });
       expect(again.outcome).toBe('started');
@@ -139,6 +141,36 @@ for (const dialect of DIALECTS) {
       ]);
       expect(await sagaRows(key)).toMatchObject({ saga: { counter: 1, version: 1 }, outbox: 1, messageIds: 2 });
       expect(runtime.stats().duplicates).toBe(2);
+    });
+
+    it('onHandled hears a joined unit once its savepoint is released, before the application commits; a failed unit is not heard', async () => {
+      const heard: { outcome: string; sagaType: string; appCommitted: boolean }[] = [];
+      let appCommitted = false;
+      const runtime = new SagaRuntime({
+        em: db().orm.em,
+        sagas: [scriptedSaga],
+        onHandled: ({ result }) => heard.push({ outcome: result.outcome, sagaType: result.sagaType, appCommitted }),
+      });
+      const key = uniqueKey('heard');
+      const em = db().orm.em.fork();
+      await em.begin();
+      try {
+        await runtime.handle(scriptedSaga, { type: 'Start', key }, { em, messageId: `${key}-m` });
+        await runtime.handle(scriptedSaga, { type: 'Start', key }, { em, messageId: `${key}-m` });
+        const failed = await runtime
+          .handle(scriptedSaga, { type: 'Do', key, actions: [{ op: 'throw', message: 'step failed' }] }, { em })
+          .catch((e: unknown) => e);
+        expect(failed).toMatchObject({ message: 'step failed' });
+        await em.commit();
+        appCommitted = true;
+      } catch (error) {
+        await em.rollback();
+        throw error;
+      }
+      expect(heard).toEqual([
+        { outcome: 'started', sagaType: 'scripted', appCommitted: false },
+        { outcome: 'duplicate', sagaType: 'scripted', appCommitted: false },
+      ]);
     });
 
     it('route() joins each saga’s unit in turn, and a nested em.transactional() is joined as well', async () => {

@@ -1,7 +1,8 @@
 // handle(..., { em }) refuses what it cannot join, and hostile input, with typed errors before anything is written, on
 // every database: an EntityManager in no open transaction, one whose transaction has ended, something that is not
-// an EntityManager, one of another MikroORM instance, a second call joined to a transaction while the first runs,
-// and every bad message handle() refuses outside a transaction, refused the same way inside one.
+// an EntityManager, one of another MikroORM instance, a second call joined to a transaction while the first runs
+// (through its EntityManager or a nested transaction's, on the same connection), and every bad message handle()
+// refuses outside a transaction, refused the same way inside one.
 import type { EntityManager } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { type HandleOptions, SagaRuntime, type SagaValidationError } from '../../../src/index.js';
@@ -110,6 +111,42 @@ for (const dialect of DIALECTS) {
       expect(await runtime.handle(held, { type: 'Hold', key }, { em })).toMatchObject({ outcome: 'handled', version: 1 });
       await em.commit();
       expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 2, version: 1 });
+    });
+
+    it("a second call through a nested transaction's EntityManager while the first runs: OPTION_INVALID; the first's rollback takes nothing of it", async () => {
+      const entered = deferred();
+      const go = deferred();
+      const failing = scriptedVariant('Fail', async (saga) => {
+        saga.counter += 1;
+        entered.resolve();
+        await go.promise;
+        throw new Error('the first unit failed');
+      });
+      const counting = scriptedVariant('Count', async (saga) => {
+        saga.counter += 100;
+      });
+      const first = new SagaRuntime({ em: db().orm.em, sagas: [failing] });
+      const second = new SagaRuntime({ em: db().orm.em, sagas: [counting] });
+      const failedKey = uniqueKey('outer');
+      const key = uniqueKey('nested');
+      await db().orm.em.transactional(async (em) => {
+        const failed = thrown(first.handle(failing, { type: 'Fail', key: failedKey }, { em }));
+        await entered.promise;
+        // The nested transaction is a savepoint on the same connection: a unit joined there would interleave its
+        // statements with the first one's, and the first one's rollback to its savepoint would undo them.
+        const refused = await em.transactional((nested: EntityManager) =>
+          thrown(second.handle(counting, { type: 'Count', key }, { em: nested })),
+        );
+        expect(refused).toMatchObject({ code: 'OPTION_INVALID' });
+        expect(refused.message).toMatch(/Await each handle\(\) or route\(\) call before the next in one transaction/);
+        go.resolve();
+        expect(await failed).toMatchObject({ message: 'the first unit failed' });
+        // Once the first settled, a nested transaction takes the call.
+        await em.transactional((nested: EntityManager) => second.handle(counting, { type: 'Count', key }, { em: nested }));
+      });
+      const rows = rowsOf(db().orm);
+      expect(await rows.saga(failedKey)).toBeNull();
+      expect(await rows.saga(key)).toMatchObject({ counter: 100, version: 0 });
     });
 
     it('hostile input: the same typed error handle() gives outside a transaction; nothing of it written, the transaction goes on', async () => {
