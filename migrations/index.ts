@@ -6,16 +6,19 @@ import { Migration20261130100809 as PostgreSqlHandledMessages } from './postgres
 import { Migration20261130101137 as PostgreSqlDeliveryStarted } from './postgresql/Migration20261130101137.js';
 import { Migration20261201011500 as PostgreSqlClaimIndex } from './postgresql/Migration20261201011500.js';
 import { Migration20261201230000 as PostgreSqlAutovacuum } from './postgresql/Migration20261201230000.js';
+import { Migration20261208120000 as PostgreSqlInbox } from './postgresql/Migration20261208120000.js';
 import { Migration20261130063252 as SqliteInitial } from './sqlite/Migration20261130063252.js';
 import { Migration20261130100816 as SqliteHandledMessages } from './sqlite/Migration20261130100816.js';
 import { Migration20261130101148 as SqliteDeliveryStarted } from './sqlite/Migration20261130101148.js';
 import { Migration20261201011501 as SqliteClaimIndex } from './sqlite/Migration20261201011501.js';
+import { Migration20261208120001 as SqliteInbox } from './sqlite/Migration20261208120001.js';
 
 /**
  * The library's migrations, oldest first, for MikroORM's `migrations.migrationsList`.
  * They create `saga_timer`, `saga_outbox` and `saga_handled_message` with every index, then add the delivery
  * start mark (`delivery_started_at`) to the first two, then index their pending rows in claim order, then (PostgreSQL
- * only) have autovacuum clean and analyze those two sooner (see docs/migrations.md).
+ * only) have autovacuum clean and analyze those two sooner, then create `saga_inbox`, the deliveries an application
+ * stages for its sagas in its own transactions (see docs/migrations.md).
  */
 export const SAGA_MIGRATIONS: { readonly postgresql: readonly MigrationObject[]; readonly sqlite: readonly MigrationObject[] } = {
   postgresql: [
@@ -24,12 +27,14 @@ export const SAGA_MIGRATIONS: { readonly postgresql: readonly MigrationObject[];
     { name: 'Migration20261130101137', class: PostgreSqlDeliveryStarted },
     { name: 'Migration20261201011500', class: PostgreSqlClaimIndex },
     { name: 'Migration20261201230000', class: PostgreSqlAutovacuum },
+    { name: 'Migration20261208120000', class: PostgreSqlInbox },
   ],
   sqlite: [
     { name: 'Migration20261130063252', class: SqliteInitial },
     { name: 'Migration20261130100816', class: SqliteHandledMessages },
     { name: 'Migration20261130101148', class: SqliteDeliveryStarted },
     { name: 'Migration20261201011501', class: SqliteClaimIndex },
+    { name: 'Migration20261208120001', class: SqliteInbox },
   ],
 };
 
