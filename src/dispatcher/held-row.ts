@@ -11,6 +11,7 @@ export type Counts = Mutable<DeliveryCounts>;
 /** A claimed row as the delivery machinery sees it, whichever its table. */
 export interface HeldRow extends Claim {
   readonly sagaType: string;
+  /** The row's saga within its type: its id, or a staged delivery's correlation value (`saga_key`). */
   readonly sagaId: string;
   readonly attempts: number;
   readonly lastError?: string | null;

@@ -14,6 +14,7 @@ import type { PendingOutcomes } from './pending-outcomes.js';
 const FAILURE_COUNTERS = {
   saga_timer: { failed: 'timersFailed', deadLettered: 'timersDeadLettered' },
   saga_outbox: { failed: 'messagesFailed', deadLettered: 'messagesDeadLettered' },
+  saga_inbox: { failed: 'stagedFailed', deadLettered: 'stagedDeadLettered' },
 } as const satisfies Record<DispatchTable, { failed: SagaCounterName; deadLettered: SagaCounterName }>;
 
 /**

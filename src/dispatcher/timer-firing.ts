@@ -1,5 +1,4 @@
 import type { DispatchPassResult, TimerDelivery } from '../contracts.js';
-import { SAGA_ERROR_CODES, SagaConcurrencyError } from '../errors.js';
 import type { SagaPreload } from '../saga/unit-of-work/saga-preload.js';
 import { missTimersOverdueBefore, missTimersSupersededInBacklog } from '../sql/catch-up-statements.js';
 import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
@@ -7,7 +6,7 @@ import { claimDueTimers } from './claim-due-rows.js';
 import type { DispatchParts } from './dispatch-parts.js';
 import { CATCH_UP_POLICIES } from './dispatcher-options.js';
 import type { HeldRow, Mutable } from './held-row.js';
-import { isInfrastructureFault } from './infrastructure-fault.js';
+import { isVersionContention } from './version-contention.js';
 
 /** The timer counters of the pass being run. */
 type TimerCounts = Mutable<DispatchPassResult['timers']>;
@@ -71,7 +70,7 @@ export class TimerFiring {
         counts.stale++;
       } else {
         counts.fired++;
-        rest.timerFired();
+        rest.stepRan();
         metrics.add('timersFired', timer.sagaType);
       }
     } catch (error) {
@@ -85,12 +84,4 @@ export class TimerFiring {
       }
     }
   }
-}
-
-/**
- * Whether a delivery ended because its unit of work met version conflicts past the runtime's retries. Conflicts whose
- * last was a lock wait or a deadlock are database faults (interrupted, given back at once), as before the retries.
- */
-function isVersionContention(error: unknown): boolean {
-  return error instanceof SagaConcurrencyError && error.code === SAGA_ERROR_CODES.CONCURRENCY_CONFLICT && !isInfrastructureFault(error);
 }

@@ -9,7 +9,7 @@ import { BigIntType, type EntityProperty, type Platform } from '@mikro-orm/core'
  */
 export class OrderKeyType extends BigIntType {
   override getColumnType(prop: EntityProperty, platform: Platform): string {
-    const autoInteger = platform.getIntegerTypeDeclarationSQL({ ...prop, autoincrement: true, primary: true });
+    const autoInteger = platform.getIntegerTypeDeclarationSQL({ ...prop, autoincrement: true, primary: true } as EntityProperty);
     return autoInteger === 'integer' ? autoInteger : super.getColumnType(prop, platform);
   }
 }

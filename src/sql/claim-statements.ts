@@ -58,6 +58,19 @@ const CLAIMED: Readonly<Record<DispatchTable, readonly string[]>> = {
     'lastError',
     'createdAt',
   ],
+  [DISPATCH_TABLES.inbox]: [
+    'id',
+    'sagaType',
+    'sagaKey',
+    'messageType',
+    'payload',
+    'messageId',
+    'correlationId',
+    'availableAt',
+    'token',
+    'attempts',
+    'lastError',
+  ],
 };
 
 /**
@@ -150,8 +163,8 @@ function claimOnly(db: DatabaseContext, table: DispatchTable, claim: ClaimParts,
  * UPDATE does, when another transaction changed a row after this statement's snapshot.
  */
 function claimAndStart(db: DatabaseContext, table: DispatchTable, claim: ClaimParts, params: unknown[]): SqlStatement {
-  const { table: name, column: c } = dispatchTableNames(db, table);
-  const picked = `select ${c.id}, ${c.sagaType} as "st", ${c.sagaId} as "si", ${c.availableAt} as "av", ${c.attempts} as "at",
+  const { table: name, column: c, sagaColumn } = dispatchTableNames(db, table);
+  const picked = `select ${c.id}, ${c.sagaType} as "st", ${sagaColumn} as "si", ${c.availableAt} as "av", ${c.attempts} as "at",
        case when ${claim.lost} then 1 else 0 end as "lost", ${c.lastError} as "le" from ${name}
      where ${c.id} in (select ${c.id} from "locked")${db.dialect.supportsSkipLocked ? ' for update' : ''}`;
   return {
@@ -175,11 +188,29 @@ function claimAndStart(db: DatabaseContext, table: DispatchTable, claim: ClaimPa
   };
 }
 
-/** "Due at `now`" (three parameters: now, now, and the latest start a lost delivery is taken over from). */
+/**
+ * "Due at `now`" (three parameters: now, now, and the latest start a lost delivery is taken over from). A staged
+ * delivery is due only as the first pending row of its saga (`firstOfItsSaga`).
+ */
 function due(db: DatabaseContext, table: DispatchTable): string {
   const c = dispatchTableNames(db, table).column;
   const mayStillRun = `${c.deliveryStartedAt} is not null and ${c.deliveryStartedAt} > ?`;
-  return `${c.dispatchedAt} is null and ${c.availableAt} <= ? and (${c.lockedUntil} is null or (${c.lockedUntil} <= ? and not (${mayStillRun})))`;
+  const first = table === DISPATCH_TABLES.inbox ? ` and ${firstOfItsSaga(db)}` : '';
+  return `${c.dispatchedAt} is null and ${c.availableAt} <= ? and (${c.lockedUntil} is null or (${c.lockedUntil} <= ? and not (${mayStillRun})))${first}`;
+}
+
+/**
+ * "No earlier pending row of the same saga" (type and correlation value), by order key: the deliveries of one saga run
+ * one at a time in commit order. A row backing off after a failure, or not yet due, holds the later ones; once it
+ * leaves the pending set (delivered, ignored, dead-lettered) the next is claimed. Read through
+ * `saga_inbox_saga_key_idx`. Without locks: a claim that misses an earlier row committed meanwhile cannot exist (that
+ * row's stager held the saga key's lock until its COMMIT, before the later row took its order key).
+ */
+function firstOfItsSaga(db: DatabaseContext): string {
+  const { table, column: c } = db.tables.inbox;
+  const earlier = (column: string) => `"earlier".${column}`;
+  return `not exists (select 1 from ${table} as "earlier" where ${earlier(c.sagaType)} = ${table}.${c.sagaType}
+       and ${earlier(c.sagaKey)} = ${table}.${c.sagaKey} and ${earlier(c.orderKey)} < ${table}.${c.orderKey} and ${earlier(c.dispatchedAt)} is null)`;
 }
 
 /** Due pending rows at `now` (for the drain helpers' report). */

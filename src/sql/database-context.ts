@@ -1,6 +1,7 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
 import { SagaHandledMessage } from '../entities/saga-handled-message.js';
+import { SagaInbox } from '../entities/saga-inbox.js';
 import { SagaOutbox } from '../entities/saga-outbox.js';
 import type { SagaState } from '../entities/saga-state.js';
 import { SagaTimer } from '../entities/saga-timer.js';
@@ -17,6 +18,7 @@ import {
   type UnitTransactions,
   watchOrmClose,
 } from '../orm/index.js';
+import type { DispatchProperty, DispatchTable, DispatchTableNames } from './dispatch-tables.js';
 
 /** A table as the library's statements name it: read from MikroORM's metadata, quoted for the platform. */
 export interface TableNames<TProperty extends string> {
@@ -44,6 +46,8 @@ export interface StoredColumn {
 export type TimerProperty = keyof SagaTimer & string;
 /** The properties of `SagaOutbox`. */
 export type OutboxProperty = keyof SagaOutbox & string;
+/** The properties of `SagaInbox`. */
+export type InboxProperty = keyof SagaInbox & string;
 /** The properties of `SagaHandledMessage`. */
 export type HandledMessageProperty = keyof SagaHandledMessage & string;
 
@@ -62,7 +66,10 @@ export interface SagaTableNames extends TableNames<keyof SagaState & string> {
 export interface LibraryTables {
   readonly timer: TableNames<TimerProperty>;
   readonly outbox: TableNames<OutboxProperty>;
+  readonly inbox: TableNames<InboxProperty>;
   readonly handledMessage: TableNames<HandledMessageProperty>;
+  /** The three tables the dispatcher drains, by their library name, with the columns they share. */
+  readonly dispatch: Readonly<Record<DispatchTable, DispatchTableNames>>;
   /** The table of a saga's state entity (`meta`: its metadata), read once and kept. */
   saga(meta: EntityMetadata): SagaTableNames;
 }
@@ -96,19 +103,33 @@ export interface DatabaseContext {
  * @throws SagaDefinitionError `DEFINITION_INVALID` when one of the library's entities is not registered in MikroORM.
  */
 export function createDatabaseContext(em: EntityManager): DatabaseContext {
+  const timer = libraryTable<TimerProperty>(em, SagaTimer);
+  const outbox = libraryTable<OutboxProperty>(em, SagaOutbox);
+  const inbox = libraryTable<InboxProperty>(em, SagaInbox);
   return {
     em,
     autocommit: freshFork(em),
     dialect: dialectOf(em),
     transactions: createUnitTransactions(),
     tables: {
-      timer: libraryTable(em, SagaTimer),
-      outbox: libraryTable(em, SagaOutbox),
+      timer,
+      outbox,
+      inbox,
       handledMessage: libraryTable(em, SagaHandledMessage),
+      dispatch: {
+        saga_timer: dispatchTable(timer, timer.column.sagaId),
+        saga_outbox: dispatchTable(outbox, outbox.column.sagaId),
+        saga_inbox: dispatchTable(inbox, inbox.column.sagaKey),
+      },
       saga: sagaTables(em),
     },
     orm: watchOrmClose(em),
   };
+}
+
+/** A dispatch table's names, typed with the columns the three share, and the column naming a row's saga. */
+function dispatchTable(names: TableNames<DispatchProperty>, sagaColumn: string): DispatchTableNames {
+  return { ...names, sagaColumn };
 }
 
 /** The names of one of the library's own entities, read from its metadata. */

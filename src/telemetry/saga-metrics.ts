@@ -5,8 +5,10 @@ export const TELEMETRY_SCOPE = 'mikro-orm-saga';
 
 /**
  * Every counter the library keeps, with its OpenTelemetry instrument name. Each event is counted in one place:
- * what a unit of work decides (started, handled, ignored, completed, stale and discarded timer deliveries, ...) by
- * the runtime; what a dispatcher decides (fired, missed, failed, dead-lettered, published) by the dispatcher.
+ * what a unit of work decides (started, handled, ignored, completed, stale and discarded timer deliveries, ...) and
+ * what the application stages (`saga.inbox.staged`, `saga.outbox.staged`: staging calls, whether or not the
+ * application's transaction then committed) by the runtime; what a dispatcher decides (fired, missed, failed,
+ * dead-lettered, published, staged deliveries delivered) by the dispatcher.
  */
 export const SAGA_COUNTERS = {
   started: 'saga.started',
@@ -29,6 +31,13 @@ export const SAGA_COUNTERS = {
   messagesPublished: 'saga.outbox.published',
   messagesFailed: 'saga.outbox.failed',
   messagesDeadLettered: 'saga.outbox.dead_lettered',
+  messagesStaged: 'saga.outbox.staged',
+  deliveriesStaged: 'saga.inbox.staged',
+  stagedDelivered: 'saga.inbox.delivered',
+  stagedStale: 'saga.inbox.stale',
+  stagedFailed: 'saga.inbox.failed',
+  stagedContended: 'saga.inbox.contended',
+  stagedDeadLettered: 'saga.inbox.dead_lettered',
 } as const;
 
 /** A counter of {@link SAGA_COUNTERS}. */
