@@ -97,7 +97,8 @@ describe('staging from two processes for one saga (postgresql)', () => {
       startStager('postgresql', location(), ['interleave', prefix, String(keys.length), '40', label]),
     );
     // All connected before any stages: their transactions interleave from the first on.
-    await Promise.all(stagers.map((s) => s.exited.catch(() => undefined) && s.send('go')));
+    await Promise.all(stagers.map((s) => s.next('ready')));
+    for (const stager of stagers) stager.send('go');
     const outputs = await Promise.all(stagers.map((s) => s.exited));
     const commits = outputs.flatMap((lines) => lines.flatMap((line) => (line.commits ?? []) as Commit[]));
     expect(commits).toHaveLength(160);

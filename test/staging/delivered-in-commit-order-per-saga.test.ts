@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
 import { SagaOperations } from '../../src/operations/index.js';
 import { drainDueTimers, FakeClock } from '../../src/testing/index.js';
-import { type Action, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
+import { type Action, type ScriptedMessage, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import { DIALECTS } from '../support/databases.js';
 import { rowsOf } from '../support/rows.js';
 import { clearStagedRows, stagedRowsOf } from '../support/staged-rows.js';
@@ -32,7 +32,7 @@ for (const dialect of DIALECTS) {
       await clearStagedRows(db().orm);
     });
     /** Stages one message per transaction, in the order given. */
-    const stageEach = async (runtime: SagaRuntime, messages: Parameters<SagaRuntime['stageDelivery']>[2][]) => {
+    const stageEach = async (runtime: SagaRuntime, messages: ScriptedMessage[]) => {
       const ids: string[] = [];
       for (const message of messages) {
         ids.push((await db().orm.em.fork().transactional(async (em) => runtime.stageDelivery(em, scriptedSaga, message))).id);

@@ -9,7 +9,7 @@
  *     is sent), `flush` (the row's INSERT, after the saga key's lock on PostgreSQL), `commit`. Prints
  *     {"event":"<step>ed"} after each, and {"event":"ready","backend":<pid>} first (PostgreSQL: its connection's pid).
  *   node --import tsx test/support/stager-process.ts <dialect> <location> interleave <prefix> <sagas> <count> <label>
- *     On the first line on stdin, stages <count> Do messages, each in a transaction of its own, for sagas
+ *     Prints {"event":"ready"} once connected; on the first line on stdin, stages <count> Do messages, each in a transaction of its own, for sagas
  *     <prefix>-<random 0..sagas-1>, noting "<label>:<i>". Prints one JSON line: for each, its saga key, its note, and
  *     when its COMMIT was sent and when it returned (ms since the epoch, sub-ms), then exits.
  *
@@ -68,6 +68,7 @@ if (mode === 'steps') {
   }
 } else {
   const [prefix, sagas, count, label] = rest;
+  print({ event: 'ready' });
   await nextLine();
   const commits: { key: string; note: string; sent: number; returned: number }[] = [];
   for (let i = 0; i < Number(count); i++) {

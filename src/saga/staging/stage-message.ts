@@ -46,6 +46,11 @@ export function stageMessage(
   const { maxPayloadBytes, clock } = runtime.options;
   const payloadJson = toJsonPayload(message, what, maxPayloadBytes, details);
   const extra = headerRecord(checked.headers, what, details);
+  const given = checked.correlationId === undefined ? (getCorrelationId() ?? randomUUID()) : checked.correlationId;
+  const correlationId = checkCorrelationId(given, 'the application');
+  // The message and its headers are checked as ctx.send() checks a step's, then the ordering key its header adds.
+  const sent = { ...extra, 'correlation-id': correlationId };
+  checkMessageWithHeaders(payloadJson, toJsonPayload(sent, `the headers of ${what}`, maxPayloadBytes, details), what, maxPayloadBytes, details);
   const orderingKey = checked.orderingKey;
   const keyProblem = orderingKey === undefined ? undefined : nameProblem(orderingKey, { maxLength: COLUMN_LIMITS.orderingKey });
   if (keyProblem) {
@@ -55,9 +60,7 @@ export function stageMessage(
       details,
     );
   }
-  const given = checked.correlationId === undefined ? (getCorrelationId() ?? randomUUID()) : checked.correlationId;
-  const correlationId = checkCorrelationId(given, 'the application');
-  const headers = { ...extra, 'correlation-id': correlationId, ...(orderingKey === undefined ? {} : { 'ordering-key': orderingKey }) };
+  const headers = orderingKey === undefined ? sent : { ...sent, 'ordering-key': orderingKey };
   const headersJson = toJsonPayload(headers, `the headers of ${what}`, maxPayloadBytes, details);
   checkMessageWithHeaders(payloadJson, headersJson, what, maxPayloadBytes, details);
   const now = clock.now();
