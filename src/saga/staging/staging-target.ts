@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { BEFORE_INSERT, type StagedEntity } from '../../entities/before-insert.js';
 import { SagaDefinitionError, SagaValidationError } from '../../errors.js';
+import { sameOrm } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { queryRows, type SqlStatement } from '../../sql/sql-executor.js';
 import type { SagaMetrics } from '../../telemetry/saga-metrics.js';
@@ -27,6 +28,7 @@ export function stagingEntityManager(runtime: StagingRuntime, em: unknown, call:
     candidate !== null &&
     typeof candidate === 'object' &&
     typeof candidate.persist === 'function' &&
+    typeof candidate.fork === 'function' &&
     typeof candidate.getMetadata === 'function';
   if (!isEntityManager) {
     throw new SagaValidationError(
@@ -34,7 +36,7 @@ export function stagingEntityManager(runtime: StagingRuntime, em: unknown, call:
       `${call} was given ${kindOf(em)} instead of an EntityManager: pass the EntityManager of your transaction (the one em.transactional() hands you) or the one you flush.`,
     );
   }
-  if (candidate.getMetadata!() !== runtime.options.em.getMetadata()) {
+  if (!sameOrm(candidate as EntityManager, runtime.options.em)) {
     throw new SagaValidationError(
       'OPTION_INVALID',
       `${call} was given an EntityManager of another MikroORM instance than the runtime's: pass orm.em of the ORM the runtime was built with, a fork of it, or the one its em.transactional() hands you.`,
