@@ -84,10 +84,12 @@ export const SagaInboxSchema = new EntitySchema<SagaInbox>({
       expression: 'create index "saga_inbox_claim_idx" on "saga_inbox" ("available_at", "id") where "dispatched_at" is null',
     },
     {
-      // "Is there an earlier pending row of this saga?": a row is claimed only when there is none.
+      // The first pending row of a saga: a row is claimed only when it is that row. Over `outcome is null` (set and
+      // cleared with `dispatched_at`): a claim's lookup of it then cannot be served by the claim index, which PostgreSQL
+      // chose, reading every pending row per candidate, when statistics said few rows were pending.
       name: 'saga_inbox_saga_key_idx',
       expression:
-        'create index "saga_inbox_saga_key_idx" on "saga_inbox" ("saga_type", "saga_key", "order_key") where "dispatched_at" is null',
+        'create index "saga_inbox_saga_key_idx" on "saga_inbox" ("saga_type", "saga_key", "order_key") where "outcome" is null',
     },
     { name: 'saga_inbox_dispatched_at_idx', properties: ['dispatchedAt'] },
   ],

@@ -200,17 +200,19 @@ function due(db: DatabaseContext, table: DispatchTable): string {
 }
 
 /**
- * "No earlier pending row of the same saga" (type and correlation value), by order key: the deliveries of one saga run
- * one at a time in commit order. A row backing off after a failure, or not yet due, holds the later ones; once it
- * leaves the pending set (delivered, ignored, dead-lettered) the next is claimed. Read through
- * `saga_inbox_saga_key_idx`. Without locks: a claim that misses an earlier row committed meanwhile cannot exist (that
- * row's stager held the saga key's lock until its COMMIT, before the later row took its order key).
+ * "The first pending row of its saga" (type and correlation value), by order key: the deliveries of one saga run one at
+ * a time in commit order. A row backing off after a failure, or not yet due, holds the later ones; once it leaves the
+ * pending set (delivered, ignored, dead-lettered) the next is claimed. Without locks: a claim cannot miss an earlier row
+ * committed meanwhile (that row's stager held the saga key's lock until its COMMIT, before the later row took its order
+ * key). A scalar subquery, run per candidate row as one descent of `saga_inbox_saga_key_idx` (its predicate, `outcome
+ * is null`, is what this says of "pending"): as NOT EXISTS, PostgreSQL joined it with every pending row when
+ * statistics said few were pending.
  */
 function firstOfItsSaga(db: DatabaseContext): string {
   const { table, column: c } = db.tables.inbox;
   const earlier = (column: string) => `"earlier".${column}`;
-  return `not exists (select 1 from ${table} as "earlier" where ${earlier(c.sagaType)} = ${table}.${c.sagaType}
-       and ${earlier(c.sagaKey)} = ${table}.${c.sagaKey} and ${earlier(c.orderKey)} < ${table}.${c.orderKey} and ${earlier(c.dispatchedAt)} is null)`;
+  return `${table}.${c.orderKey} = (select min(${earlier(c.orderKey)}) from ${table} as "earlier"
+       where ${earlier(c.sagaType)} = ${table}.${c.sagaType} and ${earlier(c.sagaKey)} = ${table}.${c.sagaKey} and ${earlier(c.outcome)} is null)`;
 }
 
 /** Due pending rows at `now` (for the drain helpers' report). */
