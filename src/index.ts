@@ -58,7 +58,7 @@ export { MAX_PAYLOAD_BYTES_LIMIT } from './saga/runtime-options.js';
 export type { AnyMessage, MessageOfType, SagaMessage } from './saga/saga-message.js';
 export { SagaRuntime } from './saga/saga-runtime.js';
 export { APP_MESSAGE_SAGA_TYPE } from './saga/staging/stage-message.js';
-export type { StagedRow, StageDeliveryOptions, StageMessageOptions, StagingTime } from './saga/staging/staging-options.js';
+export type { StageDeliveryOptions, StagedRow, StageMessageOptions, StagingTime } from './saga/staging/staging-options.js';
 export type { FiringTimer, ScheduleOptions, SendOptions, StepContext } from './saga/step-context.js';
 export type { AdviseSagaSchemaOptions, SchemaAdvice } from './schema/advise-saga-schema.js';
 export { adviseSagaSchema, RECOMMENDED_AUTOVACUUM_SETTINGS } from './schema/advise-saga-schema.js';

@@ -17,9 +17,7 @@ export class Migration20261208120000 extends Migration {
     );
     this.addSql(`create unique index "saga_inbox_id_uniq" on "saga_inbox" ("id");`);
     this.addSql(`create index "saga_inbox_claim_idx" on "saga_inbox" ("available_at", "id") where "dispatched_at" is null;`);
-    this.addSql(
-      `create index "saga_inbox_saga_key_idx" on "saga_inbox" ("saga_type", "saga_key", "order_key") where "outcome" is null;`,
-    );
+    this.addSql(`create index "saga_inbox_saga_key_idx" on "saga_inbox" ("saga_type", "saga_key", "order_key") where "outcome" is null;`);
     this.addSql(`create index "saga_inbox_dispatched_at_idx" on "saga_inbox" ("dispatched_at");`);
     this.addSql(`alter table "saga_inbox" set (${SETTINGS});`);
   }

@@ -68,7 +68,11 @@ export class SagaDispatcher implements AsyncDisposable {
     const { concurrency, publishConcurrency, clock, leaseMs, logger, pollIntervalMs } = this.options;
     this.events = new DispatcherEventListeners(logger);
     // Staged deliveries run steps, as timers do: they take `concurrency` slots of their own.
-    const limits = { [DISPATCH_TABLES.timer]: concurrency, [DISPATCH_TABLES.outbox]: publishConcurrency, [DISPATCH_TABLES.inbox]: concurrency };
+    const limits = {
+      [DISPATCH_TABLES.timer]: concurrency,
+      [DISPATCH_TABLES.outbox]: publishConcurrency,
+      [DISPATCH_TABLES.inbox]: concurrency,
+    };
     this.pool = new DeliveryPool(limits, (error) => logger.error(`a delivery task threw: ${describe(error)}`));
     this.leases = new LeaseKeeper(context, { clock, leaseMs, logger, onRenewed: (renewal) => this.events.emit('renewed', renewal) });
     this.rest = new TableRest(pollIntervalMs);

@@ -88,8 +88,7 @@ export const SagaInboxSchema = new EntitySchema<SagaInbox>({
       // cleared with `dispatched_at`): a claim's lookup of it then cannot be served by the claim index, which PostgreSQL
       // chose, reading every pending row per candidate, when statistics said few rows were pending.
       name: 'saga_inbox_saga_key_idx',
-      expression:
-        'create index "saga_inbox_saga_key_idx" on "saga_inbox" ("saga_type", "saga_key", "order_key") where "outcome" is null',
+      expression: 'create index "saga_inbox_saga_key_idx" on "saga_inbox" ("saga_type", "saga_key", "order_key") where "outcome" is null',
     },
     { name: 'saga_inbox_dispatched_at_idx', properties: ['dispatchedAt'] },
   ],

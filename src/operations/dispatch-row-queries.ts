@@ -190,7 +190,8 @@ function checkRowQuery(table: DispatchTable, query: DispatchRowQuery) {
   if (filters.sagaId !== undefined && table === DISPATCH_TABLES.inbox) {
     throw invalidInput('Staged deliveries name their saga by correlation value: filter by sagaKey instead of sagaId.');
   }
-  if (filters.sagaKey !== undefined && table !== DISPATCH_TABLES.inbox) throw invalidInput('Only staged deliveries have a sagaKey to filter by.');
+  if (filters.sagaKey !== undefined && table !== DISPATCH_TABLES.inbox)
+    throw invalidInput('Only staged deliveries have a sagaKey to filter by.');
   const { cursor } = query;
   const after = cursor === undefined ? undefined : decodeCursor(cursor, filters, new Set());
   return { limit, filters, after };

@@ -4,7 +4,7 @@ import type { StagedDelivery, TimerDelivery } from '../contracts.js';
 import { getCorrelationId } from '../correlation/correlation-context.js';
 import type { DialectAdapter } from '../dialect/dialect-adapter.js';
 import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
-import { SagaCorrelationError, SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
+import { SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
 import { verifySagaSchema } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
 import { SagaMetrics, type SagaStats } from '../telemetry/saga-metrics.js';
@@ -32,14 +32,14 @@ import {
 import type { SagaMessage } from './saga-message.js';
 import { stageDelivery } from './staging/stage-delivery.js';
 import { stageMessage } from './staging/stage-message.js';
-import type { StagedRow, StageDeliveryOptions, StageMessageOptions } from './staging/staging-options.js';
+import type { StageDeliveryOptions, StagedRow, StageMessageOptions } from './staging/staging-options.js';
 import { type StagingRuntime, stagingEntityManager } from './staging/staging-target.js';
 import { kindOf, labelOf } from './stored-text.js';
 import type { UnitOfWorkRuntime } from './unit-of-work/attempt.js';
 import { ormClosedError } from './unit-of-work/classify-failure.js';
 import type { HandleTarget } from './unit-of-work/handle-target.js';
 import { runUnitOfWork } from './unit-of-work/retry-loop.js';
-import { type RuntimeMessage, stepCopy } from './unit-of-work/runtime-message.js';
+import type { RuntimeMessage } from './unit-of-work/runtime-message.js';
 import { SagaPreload } from './unit-of-work/saga-preload.js';
 import { UnitWriter } from './unit-of-work/unit-writer.js';
 

@@ -18,7 +18,6 @@ import {
   type UnitTransactions,
   watchOrmClose,
 } from '../orm/index.js';
-import type { DispatchProperty, DispatchTable, DispatchTableNames } from './dispatch-tables.js';
 
 /** A table as the library's statements name it: read from MikroORM's metadata, quoted for the platform. */
 export interface TableNames<TProperty extends string> {
@@ -48,6 +47,18 @@ export type TimerProperty = keyof SagaTimer & string;
 export type OutboxProperty = keyof SagaOutbox & string;
 /** The properties of `SagaInbox`. */
 export type InboxProperty = keyof SagaInbox & string;
+/** The properties every dispatch table (timers, outbox, staged deliveries) has. */
+export type DispatchProperty = TimerProperty & OutboxProperty & InboxProperty;
+
+/** A dispatch table's names: typed with the columns the three share (the object holds every column of the table). */
+export interface DispatchTableNames extends TableNames<DispatchProperty> {
+  /**
+   * The quoted column naming a row's saga within its type: `saga_id`, or `saga_key` (the correlation value) for a
+   * staged delivery, whose saga may not exist yet. The rows of one saga share a delivery lane and a lock order.
+   */
+  readonly sagaColumn: string;
+}
+
 /** The properties of `SagaHandledMessage`. */
 export type HandledMessageProperty = keyof SagaHandledMessage & string;
 
@@ -68,8 +79,8 @@ export interface LibraryTables {
   readonly outbox: TableNames<OutboxProperty>;
   readonly inbox: TableNames<InboxProperty>;
   readonly handledMessage: TableNames<HandledMessageProperty>;
-  /** The three tables the dispatcher drains, by their library name, with the columns they share. */
-  readonly dispatch: Readonly<Record<DispatchTable, DispatchTableNames>>;
+  /** The three tables the dispatcher drains, with the columns they share (`dispatchTableNames`). */
+  readonly dispatch: { readonly timer: DispatchTableNames; readonly outbox: DispatchTableNames; readonly inbox: DispatchTableNames };
   /** The table of a saga's state entity (`meta`: its metadata), read once and kept. */
   saga(meta: EntityMetadata): SagaTableNames;
 }
@@ -117,9 +128,9 @@ export function createDatabaseContext(em: EntityManager): DatabaseContext {
       inbox,
       handledMessage: libraryTable(em, SagaHandledMessage),
       dispatch: {
-        saga_timer: dispatchTable(timer, timer.column.sagaId),
-        saga_outbox: dispatchTable(outbox, outbox.column.sagaId),
-        saga_inbox: dispatchTable(inbox, inbox.column.sagaKey),
+        timer: dispatchTable(timer, timer.column.sagaId),
+        outbox: dispatchTable(outbox, outbox.column.sagaId),
+        inbox: dispatchTable(inbox, inbox.column.sagaKey),
       },
       saga: sagaTables(em),
     },

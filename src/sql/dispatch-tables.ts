@@ -1,4 +1,6 @@
-import type { DatabaseContext, InboxProperty, OutboxProperty, TableNames, TimerProperty } from './database-context.js';
+import type { DatabaseContext, DispatchTableNames } from './database-context.js';
+
+export type { DispatchProperty, DispatchTableNames } from './database-context.js';
 
 /**
  * The tables the dispatcher drains, as the library names them to its callers (telemetry, errors, options): timers,
@@ -8,21 +10,15 @@ import type { DatabaseContext, InboxProperty, OutboxProperty, TableNames, TimerP
 export const DISPATCH_TABLES = { timer: 'saga_timer', outbox: 'saga_outbox', inbox: 'saga_inbox' } as const;
 export type DispatchTable = (typeof DISPATCH_TABLES)[keyof typeof DISPATCH_TABLES];
 
-/** The properties every dispatch table has. */
-export type DispatchProperty = TimerProperty & OutboxProperty & InboxProperty;
-
-/** A dispatch table's names: typed with the columns the three share (the object holds every column of the table). */
-export interface DispatchTableNames extends TableNames<DispatchProperty> {
-  /**
-   * The quoted column naming a row's saga within its type: `saga_id`, or `saga_key` (the correlation value) for a
-   * staged delivery, whose saga may not exist yet. The rows of one saga share a delivery lane and a lock order.
-   */
-  readonly sagaColumn: string;
-}
+/** The context's key of each dispatch table. */
+const CONTEXT_KEY = { saga_timer: 'timer', saga_outbox: 'outbox', saga_inbox: 'inbox' } as const satisfies Record<
+  DispatchTable,
+  keyof typeof DISPATCH_TABLES
+>;
 
 /** The names of `table` as the context read them from MikroORM's metadata. */
 export function dispatchTableNames(db: DatabaseContext, table: DispatchTable): DispatchTableNames {
-  return db.tables.dispatch[table];
+  return db.tables.dispatch[CONTEXT_KEY[table]];
 }
 
 /** One claimed row: its id and the token of the claim. */

@@ -276,7 +276,12 @@ describe('statements that find dispatch rows by id (postgresql)', () => {
       const [row] = await queryRows<{ 'QUERY PLAN': unknown }>(orm.em.fork(), `explain (format json) ${sql}`, params);
       const plan = JSON.stringify(row!['QUERY PLAN']);
       // saga_inbox's primary key is its order key: its rows are found by id through its unique index on id.
-      plans.push({ what, claimIndex: /_claim_idx/.test(plan), wholeTable: /"Seq Scan"/.test(plan), primaryKey: /_pkey|_id_uniq/.test(plan) });
+      plans.push({
+        what,
+        claimIndex: /_claim_idx/.test(plan),
+        wholeTable: /"Seq Scan"/.test(plan),
+        primaryKey: /_pkey|_id_uniq/.test(plan),
+      });
     }
     expect(plans).toEqual(plans.map(({ what }) => ({ what, claimIndex: false, wholeTable: false, primaryKey: true })));
   });

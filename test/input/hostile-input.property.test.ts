@@ -3,14 +3,12 @@
 // or fails with a typed SagaError, and then the saga table, saga_timer and saga_outbox hold no part of it.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { defineSaga, SAGA_ERROR_CODES, SagaError, SagaRuntime, WeekdayCalendar } from '../../src/index.js';
-import { textProblem } from '../../src/saga/stored-text.js';
+import { SAGA_ERROR_CODES, SagaRuntime, WeekdayCalendar } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { EARLIEST_DUE_AT_MS, LATEST_DUE_AT_MS } from '../../src/time/due-date-range.js';
 import { NumberedSaga, numberedSaga } from '../fixtures/numbered-saga.js';
 import { type Action, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import { DIALECTS } from '../support/databases.js';
-import { rowsOf } from '../support/rows.js';
 import {
   correlationValue,
   delay,
@@ -26,6 +24,7 @@ import {
   probeSaga,
   timerName,
 } from '../support/hostile-input.js';
+import { rowsOf } from '../support/rows.js';
 import { uniqueKey, useDatabase } from '../support/suite.js';
 
 // Runs per property and database; raise it (FC_RUNS=1000) to search harder locally.

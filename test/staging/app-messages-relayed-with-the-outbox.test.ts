@@ -3,8 +3,15 @@
 // at least once, with the row id as the envelope id, dead-lettered after `maxAttempts`, requeued by an operator, and
 // in staging order among the messages of one ordering key.
 import { afterEach, describe, expect, it } from 'vitest';
-import { APP_MESSAGE_SAGA_TYPE, type OutboxEnvelope, SagaDispatcher, SagaOutbox, SagaRuntime, silentLogger } from '../../src/index.js';
-import { runWithCorrelationId } from '../../src/index.js';
+import {
+  APP_MESSAGE_SAGA_TYPE,
+  type OutboxEnvelope,
+  runWithCorrelationId,
+  SagaDispatcher,
+  SagaOutbox,
+  SagaRuntime,
+  silentLogger,
+} from '../../src/index.js';
 import { SagaOperations } from '../../src/operations/index.js';
 import { drainDueTimers, FakeClock } from '../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
@@ -18,7 +25,13 @@ for (const dialect of DIALECTS) {
     const setup = (publish: (envelope: OutboxEnvelope) => Promise<void>) => {
       const clock = new FakeClock('2026-01-05T09:00:00.000Z');
       const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
-      const dispatcher = new SagaDispatcher({ runtime, publish, logger: silentLogger, backoff: { jitter: false, baseMs: 1_000 }, maxAttempts: 2 });
+      const dispatcher = new SagaDispatcher({
+        runtime,
+        publish,
+        logger: silentLogger,
+        backoff: { jitter: false, baseMs: 1_000 },
+        maxAttempts: 2,
+      });
       dispatchers.push(dispatcher);
       return { clock, runtime, dispatcher, ops: new SagaOperations({ runtime }) };
     };

@@ -31,9 +31,15 @@ for (const dialect of DIALECTS) {
     it('staged inside em.transactional() and committed: delivered once, through a unit of work, and stamped delivered', async () => {
       const { runtime, dispatcher, rows } = setup();
       const key = uniqueKey('commit');
-      const staged = await db().orm.em.fork().transactional(async (em) => {
-        return runtime.stageDelivery(em, scriptedSaga, { type: 'Start', key, actions: [{ op: 'inc' }, { op: 'send', message: { type: 'Hello' } }] });
-      });
+      const staged = await db()
+        .orm.em.fork()
+        .transactional(async (em) => {
+          return runtime.stageDelivery(em, scriptedSaga, {
+            type: 'Start',
+            key,
+            actions: [{ op: 'inc' }, { op: 'send', message: { type: 'Hello' } }],
+          });
+        });
       expect(await rows.saga(key)).toBeNull();
       const drained = await drainDueTimers(dispatcher);
       expect(drained.inbox).toMatchObject({ claimed: 1, delivered: 1, failed: 0 });
@@ -74,7 +80,9 @@ for (const dialect of DIALECTS) {
       // Nothing is sent before the flush.
       expect(await stagedRowsOf(db().orm, key)).toEqual([]);
       await em.flush();
-      expect(await stagedRowsOf(db().orm, key)).toMatchObject([{ sagaType: 'scripted', sagaKey: key, messageType: 'Start', outcome: null }]);
+      expect(await stagedRowsOf(db().orm, key)).toMatchObject([
+        { sagaType: 'scripted', sagaKey: key, messageType: 'Start', outcome: null },
+      ]);
       await drainDueTimers(dispatcher);
       expect(await rows.saga(key)).toMatchObject({ log: 'started;', version: 0 });
     });
@@ -82,9 +90,11 @@ for (const dialect of DIALECTS) {
     it('a staged delivery whose saga does not exist and that does not start it is stamped ignored; no saga is created', async () => {
       const { runtime, dispatcher, rows } = setup();
       const key = uniqueKey('ignored');
-      await db().orm.em.fork().transactional(async (em) => {
-        runtime.stageDelivery(em, scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
-      });
+      await db()
+        .orm.em.fork()
+        .transactional(async (em) => {
+          runtime.stageDelivery(em, scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
+        });
       const drained = await drainDueTimers(dispatcher);
       expect(drained.inbox).toMatchObject({ claimed: 1, ignored: 1, delivered: 0, failed: 0 });
       expect(await rows.saga(key)).toBeNull();
@@ -95,9 +105,11 @@ for (const dialect of DIALECTS) {
     it('a delay makes it due later, by the runtime clock; notBefore at an instant', async () => {
       const { runtime, dispatcher, rows, clock } = setup();
       const key = uniqueKey('delay');
-      await db().orm.em.fork().transactional(async (em) => {
-        runtime.stageDelivery(em, scriptedSaga, { type: 'Start', key }, { delay: { minutes: 5 } });
-      });
+      await db()
+        .orm.em.fork()
+        .transactional(async (em) => {
+          runtime.stageDelivery(em, scriptedSaga, { type: 'Start', key }, { delay: { minutes: 5 } });
+        });
       expect((await drainDueTimers(dispatcher)).inbox.claimed).toBe(0);
       clock.advance({ minutes: 5 });
       expect((await drainDueTimers(dispatcher)).inbox.delivered).toBe(1);
@@ -105,7 +117,9 @@ for (const dialect of DIALECTS) {
 
       const later = uniqueKey('not-before');
       const at = new Date(clock.now().getTime() + 60_000);
-      const staged = await db().orm.em.fork().transactional(async (em) => runtime.stageDelivery(em, scriptedSaga, { type: 'Start', key: later }, { notBefore: at }));
+      const staged = await db()
+        .orm.em.fork()
+        .transactional(async (em) => runtime.stageDelivery(em, scriptedSaga, { type: 'Start', key: later }, { notBefore: at }));
       expect(staged.availableAt).toEqual(at);
       expect((await drainDueTimers(dispatcher)).inbox.claimed).toBe(0);
       clock.advance(60_000);

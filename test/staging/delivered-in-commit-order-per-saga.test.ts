@@ -35,7 +35,13 @@ for (const dialect of DIALECTS) {
     const stageEach = async (runtime: SagaRuntime, messages: ScriptedMessage[]) => {
       const ids: string[] = [];
       for (const message of messages) {
-        ids.push((await db().orm.em.fork().transactional(async (em) => runtime.stageDelivery(em, scriptedSaga, message))).id);
+        ids.push(
+          (
+            await db()
+              .orm.em.fork()
+              .transactional(async (em) => runtime.stageDelivery(em, scriptedSaga, message))
+          ).id,
+        );
       }
       return ids;
     };
@@ -76,7 +82,7 @@ for (const dialect of DIALECTS) {
       expect(await rows.saga(key)).toMatchObject({ log: 'started;1;2;3;' });
     });
 
-    it('a failing delivery backs off and holds its saga\'s later ones; dead-lettered, it frees them; requeued, it runs again', async () => {
+    it("a failing delivery backs off and holds its saga's later ones; dead-lettered, it frees them; requeued, it runs again", async () => {
       const { runtime, dispatcher, rows, clock, ops } = setup();
       const [key, other] = [uniqueKey('held'), uniqueKey('free')];
       const [, failing] = await stageEach(runtime, [

@@ -6,7 +6,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { defineSaga, type Duration, SAGA_ERROR_CODES, type SagaError, SagaInbox, SagaOutbox, SagaRuntime } from '../../src/index.js';
+import { type Duration, defineSaga, SAGA_ERROR_CODES, type SagaError, SagaInbox, SagaOutbox, SagaRuntime } from '../../src/index.js';
 import { nameProblem } from '../../src/saga/stored-text.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { type Action, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
@@ -203,7 +203,9 @@ for (const dialect of DIALECTS) {
             const sent = await outcomeOf(runtime.handle(scriptedSaga, { type: 'Do', key, actions: [send] }));
             const orderingRefused = ordering !== undefined && nameProblem(ordering, { maxLength: 200 }) !== undefined;
             // The message and its headers first, as ctx.send() checks them; then the ordering key.
-            expect(codeOf(outcome), String(!outcome.ok && outcome.error)).toBe(sent.ok && orderingRefused ? 'OPTION_INVALID' : codeOf(sent));
+            expect(codeOf(outcome), String(!outcome.ok && outcome.error)).toBe(
+              sent.ok && orderingRefused ? 'OPTION_INVALID' : codeOf(sent),
+            );
           }),
           { numRuns: RUNS },
         );

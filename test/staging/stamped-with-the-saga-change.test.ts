@@ -42,7 +42,9 @@ for (const dialect of DIALECTS) {
         .transactional(async (em) => runtime.stageDelivery(em, scriptedSaga, { type: 'Start', key, actions: [{ op: 'inc' }] }));
       // A dispatcher claims it, then stalls past its lease.
       const now = clock.now();
-      const { rows: [stalled] } = await claimDueStagedDeliveries(runtime.context, now, new Date(now.getTime() + 1_000), 10);
+      const {
+        rows: [stalled],
+      } = await claimDueStagedDeliveries(runtime.context, now, new Date(now.getTime() + 1_000), 10);
       expect(stalled).toMatchObject({ sagaType: 'scripted', sagaKey: key, messageType: 'Start', attempts: 0 });
       clock.advance(1_001);
       expect((await drainDueTimers(dispatcher)).inbox).toMatchObject({ claimed: 1, delivered: 1 });

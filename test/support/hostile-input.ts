@@ -22,7 +22,19 @@ export const number = fc.oneof(
   fc.constantFrom(Number.MAX_VALUE, Number.MIN_VALUE, -0, 1e21, 2 ** 53 + 2, Number.NaN, Number.NEGATIVE_INFINITY),
 );
 export const scalar = fc.oneof(nastyString, longString, number, fc.bigInt(), fc.boolean(), fc.constant(null), fc.constant(undefined));
-export const operatorKey = fc.constantFrom('$ne', '$like', '$in', '$gt', '$eq', '$or', '$and', '$not', '__proto__', 'toString', 'constructor');
+export const operatorKey = fc.constantFrom(
+  '$ne',
+  '$like',
+  '$in',
+  '$gt',
+  '$eq',
+  '$or',
+  '$and',
+  '$not',
+  '__proto__',
+  'toString',
+  'constructor',
+);
 export const queryOperator = fc.dictionary(operatorKey, fc.oneof(fc.jsonValue({ maxDepth: 2 }), scalar), { minKeys: 1, maxKeys: 3 });
 /** A correlation value of every JSON type and then some. */
 export const correlationValue = fc.oneof(scalar, queryOperator, fc.array(scalar, { maxLength: 3 }), fc.jsonValue({ maxDepth: 2 }));

@@ -51,7 +51,9 @@ if (mode === 'steps') {
   const em = orm.em.fork();
   await em.begin();
   const [backend] =
-    dialect === 'postgresql' ? await em.getConnection().execute<{ pid: number }[]>('select pg_backend_pid() as pid', [], 'all', em.getTransactionContext()) : [];
+    dialect === 'postgresql'
+      ? await em.getConnection().execute<{ pid: number }[]>('select pg_backend_pid() as pid', [], 'all', em.getTransactionContext())
+      : [];
   print({ event: 'ready', backend: backend?.pid ?? null });
   for (let line = await nextLine(); line !== undefined; line = await nextLine()) {
     if (line === 'stage') {

@@ -8,6 +8,7 @@ import {
   type OutboxRow,
   type TimerRow,
 } from '../../operations/operation-types.js';
+import { APP_MESSAGE_SAGA_TYPE } from '../../saga/staging/stage-message.js';
 import {
   type CliCommand,
   type CliInput,
@@ -19,13 +20,13 @@ import {
   text,
   withNextPage,
 } from '../cli-command.js';
-import { APP_MESSAGE_SAGA_TYPE } from '../../saga/staging/stage-message.js';
 import { CLI_EXIT_CODES } from '../cli-exit-codes.js';
 import { CliUsageError } from '../cli-usage-error.js';
 import { formatTable } from '../format-table.js';
 
 /** Rows still waiting to be delivered: their `availableAt` is when they are next tried. */
-const inPendingSet = (row: DispatchRowFields) => row.status === DISPATCH_ROW_STATUSES.PENDING || row.status === DISPATCH_ROW_STATUSES.LEASED;
+const inPendingSet = (row: DispatchRowFields) =>
+  row.status === DISPATCH_ROW_STATUSES.PENDING || row.status === DISPATCH_ROW_STATUSES.LEASED;
 
 /**
  * Why a row failed: a dead-lettered row's reason (else its last error), a pending row's last delivery error (it
@@ -92,7 +93,7 @@ const INBOX_FILTERS = {
     value: '<status>',
     help: 'pending, leased, dead_lettered, delivered, duplicate or ignored. Default: any.',
   },
-  'saga-key': { type: 'string', value: '<value>', help: "Deliveries to one saga: its correlation value, as text." },
+  'saga-key': { type: 'string', value: '<value>', help: 'Deliveries to one saga: its correlation value, as text.' },
   ...COMMON_FILTERS,
 } as const;
 

@@ -48,7 +48,13 @@ const purge: CliCommand = {
   async run({ ops }, input) {
     const report = await ops.purge(purgeOptions(input));
     const sagas = Object.entries(report.sagas).map(([type, n]) => `${type} ${n}`);
-    const fields = { timers: report.timers, outbox: report.outbox, inbox: report.inbox, sagas: sagas.join(', ') || 0, 'message ids': report.messageIds };
+    const fields = {
+      timers: report.timers,
+      outbox: report.outbox,
+      inbox: report.inbox,
+      sagas: sagas.join(', ') || 0,
+      'message ids': report.messageIds,
+    };
     return { data: report, text: `deleted in ${report.batches} batch(es):\n${formatFields(fields)}` };
   },
 };

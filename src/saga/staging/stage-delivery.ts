@@ -16,7 +16,7 @@ import { toJsonPayload } from '../json-payload.js';
 import type { RegisteredSaga } from '../registered-saga.js';
 import type { SagaMessage } from '../saga-message.js';
 import { availableAtOf } from './available-at.js';
-import type { StagedRow, StageDeliveryOptions } from './staging-options.js';
+import type { StageDeliveryOptions, StagedRow } from './staging-options.js';
 import { persistStaged, type StagingRuntime } from './staging-target.js';
 
 /**

@@ -50,7 +50,13 @@ export function stageMessage(
   const correlationId = checkCorrelationId(given, 'the application');
   // The message and its headers are checked as ctx.send() checks a step's, then the ordering key its header adds.
   const sent = { ...extra, 'correlation-id': correlationId };
-  checkMessageWithHeaders(payloadJson, toJsonPayload(sent, `the headers of ${what}`, maxPayloadBytes, details), what, maxPayloadBytes, details);
+  checkMessageWithHeaders(
+    payloadJson,
+    toJsonPayload(sent, `the headers of ${what}`, maxPayloadBytes, details),
+    what,
+    maxPayloadBytes,
+    details,
+  );
   const orderingKey = checked.orderingKey;
   const keyProblem = orderingKey === undefined ? undefined : nameProblem(orderingKey, { maxLength: COLUMN_LIMITS.orderingKey });
   if (keyProblem) {

@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import type { TimerDelivery } from '../../contracts.js';
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
+import { INBOX_OUTCOMES } from '../../entities/dispatch-states.js';
 import type { SagaState } from '../../entities/saga-state.js';
 import { freshFork, untilOrmClosed } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
@@ -20,7 +21,6 @@ import { runStep, type StepRun, sealState } from './run-step.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
 import type { UnitWriter } from './unit-writer.js';
 import { runNamed, StaleClaim } from './write-failures.js';
-import { INBOX_OUTCOMES } from '../../entities/dispatch-states.js';
 import type { WriteReport } from './write-plan.js';
 
 /** What a unit of work uses of its runtime. */

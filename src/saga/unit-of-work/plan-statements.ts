@@ -14,8 +14,8 @@ import {
 } from '../../sql/timer-statements.js';
 import type { PlannedStatement, SagaRowTarget } from './planned-statement.js';
 import { sagaRowStatement, stampOrStale } from './saga-row-statement.js';
-import { StaleClaim } from './write-failures.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
+import { StaleClaim } from './write-failures.js';
 
 /**
  * The statements of `plan`, in the order they must run:

@@ -44,7 +44,15 @@ export function planWrites(input: PlanInput): UnitOfWorkPlan | undefined {
   const { messageId } = input;
   // A message id is recorded even when nothing else changes, so the redelivery stays a duplicate; a delivering timer
   // or staged row is stamped, so it is not delivered again.
-  if (!run.changed && !input.timer && !input.staged && !deletesAny && scheduled.length === 0 && run.ctx.outgoing.length === 0 && messageId === undefined) {
+  if (
+    !run.changed &&
+    !input.timer &&
+    !input.staged &&
+    !deletesAny &&
+    scheduled.length === 0 &&
+    run.ctx.outgoing.length === 0 &&
+    messageId === undefined
+  ) {
     return undefined;
   }
 
