@@ -372,11 +372,12 @@ export class SagaDispatcher implements AsyncDisposable {
       // claimed something). A stopping dispatcher claims no more outbox rows only to release them again.
       const stamps: Promise<void>[] = [];
       const timers = skipped.has(DISPATCH_TABLES.timer) ? undefined : this.timers.claimAndFire(now, signal, result.timers);
+      // Claimed before the outbox: on one connection (SQLite) the step claims then run before the first publish.
+      const staged = skipped.has(DISPATCH_TABLES.inbox) ? undefined : this.staged.claimAndDeliver(now, signal, result.inbox);
       const outbox =
         this.options.publish && !signal?.aborted && !skipped.has(DISPATCH_TABLES.outbox)
           ? this.outbox.claimAndPublish(signal, result.outbox, stamps)
           : undefined;
-      const staged = skipped.has(DISPATCH_TABLES.inbox) ? undefined : this.staged.claimAndDeliver(now, signal, result.inbox);
       const settled = await Promise.allSettled([timers, outbox, staged]);
       if (stamps.length > 0) {
         // A pass that failed (one of its claims) is not overtaken: the loop hears of its failure when its stamps are
