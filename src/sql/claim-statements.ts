@@ -192,10 +192,10 @@ function claimAndStart(db: DatabaseContext, table: DispatchTable, claim: ClaimPa
  * "Due at `now`" (three parameters: now, now, and the latest start a lost delivery is taken over from). A staged
  * delivery is due only as the first pending row of its saga (`firstOfItsSaga`).
  */
-function due(db: DatabaseContext, table: DispatchTable): string {
+function due(db: DatabaseContext, table: DispatchTable, firstOfSagaOnly = true): string {
   const c = dispatchTableNames(db, table).column;
   const mayStillRun = `${c.deliveryStartedAt} is not null and ${c.deliveryStartedAt} > ?`;
-  const first = table === DISPATCH_TABLES.inbox ? ` and ${firstOfItsSaga(db)}` : '';
+  const first = table === DISPATCH_TABLES.inbox && firstOfSagaOnly ? ` and ${firstOfItsSaga(db)}` : '';
   return `${c.dispatchedAt} is null and ${c.availableAt} <= ? and (${c.lockedUntil} is null or (${c.lockedUntil} <= ? and not (${mayStillRun})))${first}`;
 }
 
@@ -215,12 +215,15 @@ function firstOfItsSaga(db: DatabaseContext): string {
        where ${earlier(c.sagaType)} = ${table}.${c.sagaType} and ${earlier(c.sagaKey)} = ${table}.${c.sagaKey} and ${earlier(c.outcome)} is null)`;
 }
 
-/** Due pending rows at `now` (for the drain helpers' report). */
-export async function countDueRows(db: DatabaseContext, table: DispatchTable, now: Date): Promise<number> {
+/**
+ * Due pending rows at `now` (for the drain helpers' report). Staged deliveries: the first of each saga, or with
+ * `laterOfTheirSaga` every due one (a saga's take a pass each).
+ */
+export async function countDueRows(db: DatabaseContext, table: DispatchTable, now: Date, laterOfTheirSaga = false): Promise<number> {
   const { table: name } = dispatchTableNames(db, table);
   // Three parameters for due()'s three placeholders (a started delivery counts once it started at or before `now`).
   const rows = await queryRows<{ n: number | string }>(db.autocommit, {
-    sql: `select count(*) as "n" from ${name} where ${due(db, table)}`,
+    sql: `select count(*) as "n" from ${name} where ${due(db, table, !laterOfTheirSaga)}`,
     params: [now, now, now],
   });
   return Number(rows[0]?.n ?? 0);

@@ -30,7 +30,7 @@ export interface DrainOptions {
   /**
    * Passes after which the drain gives up with an error (a step that keeps scheduling due timers). Default
    * 1,000 beyond the passes the timers due at the start need at the dispatcher's `batchSize` (on SQLite that
-   * is `2 x concurrency` by default, 2 with `concurrency: 1`).
+   * is `2 x concurrency` by default, 2 with `concurrency: 1`), plus one per staged delivery due at the start.
    */
   readonly maxPasses?: number;
 }
@@ -44,7 +44,9 @@ export async function drainDueTimers(dispatcher: SagaDispatcher, options: DrainO
   const { clock, batchSize } = dispatcher.options;
   const due = () => countDueRows(dispatcher.context, DISPATCH_TABLES.timer, clock.now());
   const dueBefore = await due();
-  const maxPasses = options.maxPasses ?? 1_000 + Math.ceil(dueBefore / batchSize);
+  // A saga's staged deliveries take a pass each.
+  const staged = await countDueRows(dispatcher.context, DISPATCH_TABLES.inbox, clock.now(), true);
+  const maxPasses = options.maxPasses ?? 1_000 + Math.ceil(dueBefore / batchSize) + staged;
   const timers = {
     claimed: 0,
     fired: 0,

@@ -1,7 +1,8 @@
 // The deliveries staged for one saga (type and correlation value) are delivered one at a time, in the order their
 // transactions committed, on every database: the dispatcher claims a staged row only when no earlier pending row of
 // its saga exists. An earlier one that fails and backs off holds the later ones; once dead-lettered it frees them;
-// requeued, it takes its place again. Other sagas are not held. A message id staged twice runs one step.
+// requeued, it takes its place again. Other sagas are not held. A message id staged twice runs one step. The drain
+// helper drains a burst of one saga's deliveries, one per pass.
 import { afterEach, describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
 import { SagaOperations } from '../../src/operations/index.js';
@@ -157,3 +158,24 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+// The drain helper's bound, whatever the database: one file's worth of passes is enough to pin it, on SQLite's file.
+describe('drainDueTimers and a burst of staged deliveries for one saga (sqlite)', () => {
+  const db = useDatabase('sqlite', [ScriptedSaga]);
+
+  it('drains them one per pass, past its 1,000 spare passes', async () => {
+    const clock = new FakeClock('2026-01-05T09:00:00.000Z');
+    const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
+    const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger });
+    const key = uniqueKey('burst');
+    await db()
+      .orm.em.fork()
+      .transactional(async (em) => {
+        runtime.stageDelivery(em, scriptedSaga, { type: 'Start', key });
+        for (let i = 0; i < 1_004; i++) runtime.stageDelivery(em, scriptedSaga, { type: 'Do', key, actions: [{ op: 'inc' }] });
+      });
+    const drained = await drainDueTimers(dispatcher);
+    expect(drained).toMatchObject({ passes: 1_006, inbox: { delivered: 1_005 } });
+    expect(await rowsOf(db().orm).saga(key)).toMatchObject({ counter: 1_004 });
+  }, 120_000);
+});
