@@ -7,18 +7,21 @@ import { Migration20261130101137 as PostgreSqlDeliveryStarted } from './postgres
 import { Migration20261201011500 as PostgreSqlClaimIndex } from './postgresql/Migration20261201011500.js';
 import { Migration20261201230000 as PostgreSqlAutovacuum } from './postgresql/Migration20261201230000.js';
 import { Migration20261207000000 as PostgreSqlTraceContext } from './postgresql/Migration20261207000000.js';
+import { Migration20261208120000 as PostgreSqlInbox } from './postgresql/Migration20261208120000.js';
 import { Migration20261130063252 as SqliteInitial } from './sqlite/Migration20261130063252.js';
 import { Migration20261130100816 as SqliteHandledMessages } from './sqlite/Migration20261130100816.js';
 import { Migration20261130101148 as SqliteDeliveryStarted } from './sqlite/Migration20261130101148.js';
 import { Migration20261201011501 as SqliteClaimIndex } from './sqlite/Migration20261201011501.js';
 import { Migration20261207000001 as SqliteTraceContext } from './sqlite/Migration20261207000001.js';
+import { Migration20261208120001 as SqliteInbox } from './sqlite/Migration20261208120001.js';
 
 /**
  * The library's migrations, oldest first, for MikroORM's `migrations.migrationsList`.
  * They create `saga_timer`, `saga_outbox` and `saga_handled_message` with every index, then add the delivery
  * start mark (`delivery_started_at`) to the first two, then index their pending rows in claim order, then (PostgreSQL
  * only) have autovacuum clean and analyze those two sooner, then add the stored trace context (`trace_context`) to
- * both (see docs/migrations.md).
+ * both, then create `saga_inbox`, the deliveries an application stages for its sagas in its own transactions (see
+ * docs/migrations.md).
  */
 export const SAGA_MIGRATIONS: { readonly postgresql: readonly MigrationObject[]; readonly sqlite: readonly MigrationObject[] } = {
   postgresql: [
@@ -28,6 +31,7 @@ export const SAGA_MIGRATIONS: { readonly postgresql: readonly MigrationObject[];
     { name: 'Migration20261201011500', class: PostgreSqlClaimIndex },
     { name: 'Migration20261201230000', class: PostgreSqlAutovacuum },
     { name: 'Migration20261207000000', class: PostgreSqlTraceContext },
+    { name: 'Migration20261208120000', class: PostgreSqlInbox },
   ],
   sqlite: [
     { name: 'Migration20261130063252', class: SqliteInitial },
@@ -35,6 +39,7 @@ export const SAGA_MIGRATIONS: { readonly postgresql: readonly MigrationObject[];
     { name: 'Migration20261130101148', class: SqliteDeliveryStarted },
     { name: 'Migration20261201011501', class: SqliteClaimIndex },
     { name: 'Migration20261207000001', class: SqliteTraceContext },
+    { name: 'Migration20261208120001', class: SqliteInbox },
   ],
 };
 

@@ -17,6 +17,27 @@ export interface TimerDelivery {
   readonly lastError?: string | null;
 }
 
+/**
+ * A claimed staged delivery (a `saga_inbox` row) handed to the runtime for delivery (by the dispatcher, or a test):
+ * the message an application staged for a saga with `SagaRuntime.stageDelivery()`.
+ */
+export interface StagedDelivery {
+  readonly id: string;
+  readonly token: string;
+  readonly sagaType: string;
+  /** The correlation value as the row stores it (text): the saga's ordering key. */
+  readonly sagaKey: string;
+  readonly messageType: string;
+  readonly payload: unknown;
+  /** The message id given when it was staged, recorded with the unit of work that delivers it; null for none. */
+  readonly messageId: string | null;
+  readonly correlationId: string | null;
+  /** Failed deliveries before this one. */
+  readonly attempts: number;
+  /** The last failure recorded on the row, if any. */
+  readonly lastError?: string | null;
+}
+
 /** What happened to the rows one pass claimed, per table. */
 export interface DeliveryCounts {
   /** Due rows this pass claimed. */
@@ -51,5 +72,18 @@ export interface DispatchPassResult {
   readonly outbox: DeliveryCounts & {
     /** Handed to the publisher, which resolved. */
     readonly published: number;
+  };
+  /** Deliveries the application staged in its own transactions (`SagaRuntime.stageDelivery`). */
+  readonly inbox: DeliveryCounts & {
+    /** Delivered through a unit of work; the saga's change and the row's stamp committed together. */
+    readonly delivered: number;
+    /** Their message id was already handled by the saga: stamped `duplicate`, no step ran. */
+    readonly duplicates: number;
+    /** No step ran (no instance and not a start message, or a completed saga): stamped `ignored`. */
+    readonly ignored: number;
+    /** Taken over by another dispatcher while delivering (the lease ran out): nothing was written here. */
+    readonly stale: number;
+    /** Given back uncharged, backed off: the unit of work met concurrency conflicts past the runtime's retries. */
+    readonly contended: number;
   };
 }

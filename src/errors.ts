@@ -15,9 +15,9 @@ export const SAGA_ERROR_CODES = {
   CORRELATION_UNDEFINED: 'CORRELATION_UNDEFINED',
   /** A timer was scheduled with a calendar key no calendar is registered under. */
   CALENDAR_UNKNOWN: 'CALENDAR_UNKNOWN',
-  /** A timer delay is negative, not a number, or not finite. */
+  /** A timer delay (or a staging call's `delay`) is negative, not a number, or not finite. */
   TIMER_DELAY_INVALID: 'TIMER_DELAY_INVALID',
-  /** A timer due date is not a valid Date. */
+  /** A timer due date (or a staging call's `notBefore`, or its delay's end) is not a valid Date, or out of range. */
   TIMER_DUE_INVALID: 'TIMER_DUE_INVALID',
   /** A timer name is empty or longer than the column allows. */
   TIMER_NAME_INVALID: 'TIMER_NAME_INVALID',

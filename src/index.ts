@@ -7,7 +7,7 @@ export type { DayHours, Weekday, WeeklyHours } from './calendars/working-hours.j
 export { WEEKDAYS } from './calendars/working-hours.js';
 export type { WorkingTimeCalendarOptions } from './calendars/working-time-calendar.js';
 export { DEFAULT_WORKING_HOURS, WorkingTimeCalendar } from './calendars/working-time-calendar.js';
-export type { DeliveryCounts, DispatchPassResult, TimerDelivery } from './contracts.js';
+export type { DeliveryCounts, DispatchPassResult, StagedDelivery, TimerDelivery } from './contracts.js';
 export { getCorrelationId, runWithCorrelationId } from './correlation/correlation-context.js';
 export { SagaDispatchError } from './dispatcher/dispatch-pass-error.js';
 export type { DispatcherEvents } from './dispatcher/dispatcher-events.js';
@@ -21,13 +21,15 @@ export { CATCH_UP_POLICIES, MAX_DISPATCH_ATTEMPTS } from './dispatcher/dispatche
 export type { LeaseRenewal } from './dispatcher/lease-keeper.js';
 export type { OutboxEnvelope } from './dispatcher/outbox-envelope.js';
 export { SagaDispatcher } from './dispatcher/saga-dispatcher.js';
-export type { OutboxOutcome, TimerOutcome } from './entities/index.js';
+export type { InboxOutcome, OutboxOutcome, TimerOutcome } from './entities/index.js';
 export {
   COLUMN_LIMITS,
   DispatchRecord,
+  INBOX_OUTCOMES,
   OUTBOX_OUTCOMES,
   SAGA_ENTITIES,
   SagaHandledMessage,
+  SagaInbox,
   SagaOutbox,
   SagaState,
   SagaStateSchema,
@@ -59,6 +61,8 @@ export type { GroupLimits, HandledEvent, HandleOptions, ResolvedSagaRuntimeOptio
 export { MAX_PAYLOAD_BYTES_LIMIT } from './saga/runtime-options.js';
 export type { AnyMessage, MessageOfType, SagaMessage } from './saga/saga-message.js';
 export { SagaRuntime } from './saga/saga-runtime.js';
+export { APP_MESSAGE_SAGA_TYPE } from './saga/staging/stage-message.js';
+export type { StageDeliveryOptions, StagedRow, StageMessageOptions, StagingTime } from './saga/staging/staging-options.js';
 export type { FiringTimer, ScheduleOptions, SendOptions, StepContext } from './saga/step-context.js';
 export type { AdviseSagaSchemaOptions, SchemaAdvice } from './schema/advise-saga-schema.js';
 export { adviseSagaSchema, RECOMMENDED_AUTOVACUUM_SETTINGS } from './schema/advise-saga-schema.js';

@@ -10,14 +10,20 @@ import { CLI_EXIT_CODES } from './cli-exit-codes.js';
 import { commandHelp, commandsHelp, GLOBAL_OPTIONS } from './cli-help.js';
 import { cliLogger } from './cli-logger.js';
 import { CliUsageError } from './cli-usage-error.js';
-import { OUTBOX_COMMANDS, TIMER_COMMANDS } from './commands/dispatch-row-commands.js';
+import { INBOX_COMMANDS, OUTBOX_COMMANDS, TIMER_COMMANDS } from './commands/dispatch-row-commands.js';
 import { MAINTENANCE_COMMANDS } from './commands/maintenance-commands.js';
 import { SAGA_COMMANDS } from './commands/saga-commands.js';
 import { type LoadedApp, loadApp } from './load-app.js';
 import { terminalText } from './terminal-text.js';
 
 /** Every command of the CLI, in help order. */
-export const CLI_COMMANDS: readonly CliCommand[] = [...SAGA_COMMANDS, ...TIMER_COMMANDS, ...OUTBOX_COMMANDS, ...MAINTENANCE_COMMANDS];
+export const CLI_COMMANDS: readonly CliCommand[] = [
+  ...SAGA_COMMANDS,
+  ...TIMER_COMMANDS,
+  ...OUTBOX_COMMANDS,
+  ...INBOX_COMMANDS,
+  ...MAINTENANCE_COMMANDS,
+];
 
 /** Where the CLI reads and writes: the process's, or a test's. */
 export interface CliIo {

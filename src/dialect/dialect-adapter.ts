@@ -37,6 +37,13 @@ export interface DialectAdapter {
    * the dispatchers of other processes when it commits rows due at once.
    */
   readonly notifiesListeners: boolean;
+  /**
+   * Whether a transaction can take a lock it holds until it ends, on any key (PostgreSQL's transaction-scoped advisory
+   * locks). A transaction staging a delivery takes its saga's before its row takes an order key (`saga_inbox`), so
+   * the deliveries of one saga are numbered in commit order. Without it (SQLite) one transaction writes at a time,
+   * which numbers them in commit order already.
+   */
+  readonly locksSagaKeys: boolean;
   /** A SQL expression that yields a new random uuid for each row it is evaluated for. */
   readonly newTokenSql: string;
   /**
@@ -80,6 +87,7 @@ const postgresql: DialectAdapter = {
   updatesInWith: true,
   groupsAtOnce: 2,
   notifiesListeners: true,
+  locksSagaKeys: true,
   newTokenSql: 'gen_random_uuid()',
   pendingById: postgresPendingById,
   claimSettings: ['set local enable_sort = off', 'set local jit = off'],
@@ -96,6 +104,7 @@ const sqlite: DialectAdapter = {
   updatesInWith: false,
   groupsAtOnce: 1,
   notifiesListeners: false,
+  locksSagaKeys: false,
   // A version 4 uuid from random pieces; randomblob() is evaluated again for every row an UPDATE touches.
   newTokenSql:
     "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))",

@@ -1,5 +1,5 @@
 import type { SpanContext } from '@opentelemetry/api';
-import type { TimerDelivery } from '../contracts.js';
+import type { StagedDelivery, TimerDelivery } from '../contracts.js';
 import { type ClaimGuard, claimDueRows, type StartAtClaim } from '../sql/claim-statements.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import { type Claim, DISPATCH_TABLES, type DispatchTable, dispatchTableNames } from '../sql/dispatch-tables.js';
@@ -30,6 +30,7 @@ export interface ClaimedOutboxRow {
 export interface UndecodableRow extends Claim {
   readonly table: DispatchTable;
   readonly sagaType: string;
+  /** The row's saga: its id, or a staged delivery's correlation value (`saga_key`). */
   readonly sagaId: string;
   /** What is wrong with the row, without quoting it. */
   readonly problem: string;
@@ -64,6 +65,33 @@ export async function claimDueTimers(
     correlationId: row.correlationId == null ? null : String(row.correlationId),
     lastError: row.lastError == null ? null : String(row.lastError),
     trace: readStoredTraceContext(row.traceContext),
+  }));
+}
+
+/**
+ * Claims due staged deliveries (the first pending row of each saga, see `claimDueRows`) and turns them into
+ * deliveries for the runtime.
+ */
+export async function claimDueStagedDeliveries(
+  db: DatabaseContext,
+  now: Date,
+  leaseUntil: Date,
+  limit: number,
+  guard?: ClaimGuard,
+): Promise<ClaimedRows<StagedDelivery>> {
+  const raw = await claimDueRows(db, DISPATCH_TABLES.inbox, now, leaseUntil, limit, guard);
+  const column = db.tables.inbox.field;
+  return decodeAll(db, DISPATCH_TABLES.inbox, raw, (row, read) => ({
+    id: String(row.id),
+    token: String(row.token),
+    sagaType: String(row.sagaType),
+    sagaKey: String(row.sagaKey),
+    messageType: String(row.messageType),
+    payload: read.message(column.payload, row.payload),
+    messageId: row.messageId == null ? null : String(row.messageId),
+    correlationId: row.correlationId == null ? null : String(row.correlationId),
+    attempts: Number(row.attempts),
+    lastError: row.lastError == null ? null : String(row.lastError),
   }));
 }
 
@@ -169,7 +197,7 @@ function decodeAll<T>(
         id,
         token: String(row.token),
         sagaType: String(row.sagaType),
-        sagaId: String(row.sagaId),
+        sagaId: String(row.sagaId ?? row.sagaKey),
         problem: error.message,
       });
     }

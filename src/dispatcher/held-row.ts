@@ -1,4 +1,4 @@
-import type { DeliveryCounts } from '../contracts.js';
+import type { DeliveryCounts, DispatchPassResult } from '../contracts.js';
 import type { Claim, DispatchTable } from '../sql/dispatch-tables.js';
 import type { ClaimedOutboxRow } from './claim-due-rows.js';
 
@@ -11,6 +11,7 @@ export type Counts = Mutable<DeliveryCounts>;
 /** A claimed row as the delivery machinery sees it, whichever its table. */
 export interface HeldRow extends Claim {
   readonly sagaType: string;
+  /** The row's saga within its type: its id, or a staged delivery's correlation value (`saga_key`). */
   readonly sagaId: string;
   readonly attempts: number;
   readonly lastError?: string | null;
@@ -18,6 +19,16 @@ export interface HeldRow extends Claim {
   readonly name?: string;
   /** The message type, for logs. */
   readonly messageType?: string;
+}
+
+/** The counters of a pass before it claimed anything. */
+export function emptyPassResult(): Mutable<DispatchPassResult> {
+  const common = { claimed: 0, failed: 0, deadLettered: 0, released: 0, interrupted: 0, lost: 0 };
+  return {
+    timers: { ...common, fired: 0, stale: 0, missed: 0, contended: 0 },
+    outbox: { ...common, published: 0 },
+    inbox: { ...common, delivered: 0, duplicates: 0, ignored: 0, stale: 0, contended: 0 },
+  };
 }
 
 /** The held row of a claimed outbox row. */

@@ -38,9 +38,17 @@ export interface LeaseKeeperOptions {
 export class LeaseKeeper {
   // Keyed by claim token, not id: every claim draws a new random token, so a row claimed again is another claim,
   // and ending one must not end the renewal of the other.
-  private readonly held: Record<DispatchTable, Map<string, Claim>> = { saga_timer: new Map(), saga_outbox: new Map() };
-  private readonly lost: Record<DispatchTable, Set<string>> = { saga_timer: new Set(), saga_outbox: new Set() };
-  private readonly stoppers: Record<DispatchTable, AbortController | undefined> = { saga_timer: undefined, saga_outbox: undefined };
+  private readonly held: Record<DispatchTable, Map<string, Claim>> = {
+    saga_timer: new Map(),
+    saga_outbox: new Map(),
+    saga_inbox: new Map(),
+  };
+  private readonly lost: Record<DispatchTable, Set<string>> = { saga_timer: new Set(), saga_outbox: new Set(), saga_inbox: new Set() };
+  private readonly stoppers: Record<DispatchTable, AbortController | undefined> = {
+    saga_timer: undefined,
+    saga_outbox: undefined,
+    saga_inbox: undefined,
+  };
 
   constructor(
     private readonly db: DatabaseContext,

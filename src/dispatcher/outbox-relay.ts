@@ -39,7 +39,7 @@ export class OutboxRelay {
     const table = DISPATCH_TABLES.outbox;
     const at = options.clock.now();
     const leaseUntil = new Date(at.getTime() + options.leaseMs);
-    const firedBefore = rest.timersFired;
+    const stepsBefore = rest.stepsRun;
     const reservation = pool.reserve(table);
     const startAtClaim = reservation && { upTo: options.publishConcurrency, maxAttempts: options.maxAttempts };
     let claimed: Awaited<ReturnType<typeof claimDueOutboxRows>>;
@@ -51,8 +51,8 @@ export class OutboxRelay {
     }
     const { rows, undecodable } = claimed;
     counts.claimed = rows.length + undecodable.length;
-    // Empty while a timer fired meanwhile is not at rest: the step may have sent a message this claim missed.
-    rest.noteClaim(table, at, counts.claimed === 0 && rest.timersFired === firedBefore);
+    // Empty while a step ran meanwhile is not at rest: the step may have sent a message this claim missed.
+    rest.noteClaim(table, at, counts.claimed === 0 && rest.stepsRun === stepsBefore);
     if (counts.claimed > 0) {
       events.emit('claimed', { table, ids: [...rows.map((r) => r.envelope.id), ...undecodable.map((r) => r.id)], at, leaseUntil });
     }

@@ -40,7 +40,11 @@ export class RowDeliveries {
     const { clock } = options;
     this.deadlines = new DeliveryDeadlines(clock, options.deliveryTimeoutMs);
     const starts = (table: DispatchTable) => new CoalescedWrite((claims) => markDeliveriesStarted(context, table, claims, clock.now()));
-    this.starts = { saga_timer: starts(DISPATCH_TABLES.timer), saga_outbox: starts(DISPATCH_TABLES.outbox) };
+    this.starts = {
+      saga_timer: starts(DISPATCH_TABLES.timer),
+      saga_outbox: starts(DISPATCH_TABLES.outbox),
+      saga_inbox: starts(DISPATCH_TABLES.inbox),
+    };
   }
 
   /**

@@ -21,6 +21,7 @@ export type FailedDeliveryOutcome =
 const FAILURE_COUNTERS = {
   saga_timer: { failed: 'timersFailed', deadLettered: 'timersDeadLettered' },
   saga_outbox: { failed: 'messagesFailed', deadLettered: 'messagesDeadLettered' },
+  saga_inbox: { failed: 'stagedFailed', deadLettered: 'stagedDeadLettered' },
 } as const satisfies Record<DispatchTable, { failed: SagaCounterName; deadLettered: SagaCounterName }>;
 
 /**

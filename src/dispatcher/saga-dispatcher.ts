@@ -4,7 +4,7 @@ import { SagaError } from '../errors.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-tables.js';
 import { describeError as describe } from '../telemetry/describe-error.js';
-import { recordPassSpan } from '../telemetry/pass-span.js';
+import { passWasBusy, recordPassSpan } from '../telemetry/pass-span.js';
 import { SagaGauges } from '../telemetry/saga-gauges.js';
 import { SagaMetrics, type SagaStats, TELEMETRY_SCOPE } from '../telemetry/saga-metrics.js';
 import { ENDED } from '../time/clock.js';
@@ -18,7 +18,7 @@ import {
   resolveDispatcherOptions,
   type SagaDispatcherOptions,
 } from './dispatcher-options.js';
-import type { Mutable } from './held-row.js';
+import { emptyPassResult } from './held-row.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { type LoopState, STAMPS_LEFT } from './loop-state.js';
 import { LoopWakeup } from './loop-wakeup.js';
@@ -27,14 +27,16 @@ import { OutboxRelay } from './outbox-relay.js';
 import { PendingOutcomes } from './pending-outcomes.js';
 import { RowDeliveries } from './row-deliveries.js';
 import { RowOutcomes } from './row-outcomes.js';
+import { StagedDeliveries } from './staged-deliveries.js';
 import { reportLockedStamps, reportUnwrittenOutcomes } from './stop-reports.js';
 import { TableRest } from './table-rest.js';
 import { TimerFiring } from './timer-firing.js';
 
 /**
- * Fires due timers and relays the outbox. Polls `saga_timer` and `saga_outbox`, claims due rows under a
- * lease by their concurrency token, delivers timers to their saga through the runtime (which stamps them
- * `fired` in the same transaction as the state change) and hands outbox rows to the publisher.
+ * Fires due timers, delivers staged deliveries and relays the outbox. Polls `saga_timer`, `saga_inbox` and
+ * `saga_outbox`, claims due rows under a lease by their concurrency token, delivers timers and staged deliveries to
+ * their saga through the runtime (which stamps them in the same transaction as the state change) and hands outbox rows
+ * to the publisher.
  * Safe with any number of dispatchers on one database. See docs/timers.md for the failure model.
  *
  * `start()` runs the loop; `stop()` (or `await using`) ends it gracefully; `runOnce()` runs one pass, for
@@ -58,6 +60,7 @@ export class SagaDispatcher implements AsyncDisposable {
   private readonly rest: TableRest;
   private readonly timers: TimerFiring;
   private readonly outbox: OutboxRelay;
+  private readonly staged: StagedDeliveries;
   private readonly wakeup = new LoopWakeup();
   /** The gauges reported while the loop runs; undefined with `gauges: false`. */
   private readonly gauges: SagaGauges | undefined;
@@ -71,7 +74,12 @@ export class SagaDispatcher implements AsyncDisposable {
     this.context = context;
     const { concurrency, publishConcurrency, clock, leaseMs, logger, pollIntervalMs } = this.options;
     this.events = new DispatcherEventListeners(logger);
-    const limits = { [DISPATCH_TABLES.timer]: concurrency, [DISPATCH_TABLES.outbox]: publishConcurrency };
+    // Staged deliveries run steps, as timers do: they take `concurrency` slots of their own.
+    const limits = {
+      [DISPATCH_TABLES.timer]: concurrency,
+      [DISPATCH_TABLES.outbox]: publishConcurrency,
+      [DISPATCH_TABLES.inbox]: concurrency,
+    };
     this.pool = new DeliveryPool(limits, (error) => logger.error('a delivery task threw', { error: describe(error) }));
     this.leases = new LeaseKeeper(context, { clock, leaseMs, logger, onRenewed: (renewal) => this.events.emit('renewed', renewal) });
     this.rest = new TableRest(pollIntervalMs);
@@ -97,6 +105,7 @@ export class SagaDispatcher implements AsyncDisposable {
     this.gauges = gauges
       ? new SagaGauges({ db: context, sagas: this.options.runtime.gaugedSagas(), clock, logger, cacheMs: gauges.cacheMs })
       : undefined;
+    this.staged = new StagedDeliveries(parts);
   }
 
   /** Whether the loop is running. */
@@ -218,9 +227,9 @@ export class SagaDispatcher implements AsyncDisposable {
   }
 
   /**
-   * Runs one pass: catch-up, then claim and deliver due timers and, at the same time, claim and publish due
-   * outbox rows (a message a timer of this pass sends goes out with the next pass); resolves when every row
-   * it claimed was delivered (or given back).
+   * Runs one pass: catch-up, then claim and deliver due timers and staged deliveries and, at the same time, claim and
+   * publish due outbox rows (a message a step of this pass sends goes out with the next pass; a saga's next staged
+   * delivery is claimed by the next pass); resolves when every row it claimed was delivered (or given back).
    * @throws SagaDispatchError when the pass fails as a whole; its `result` says what it did first.
    */
   runOnce(): Promise<DispatchPassResult> {
@@ -260,7 +269,8 @@ export class SagaDispatcher implements AsyncDisposable {
       }
       loop.failures = 0;
       this.events.emit('pass', outcome.result);
-      if (outcome.result.timers.claimed + outcome.result.timers.missed + outcome.result.outbox.claimed > 0) continue;
+      const { timers, outbox, inbox } = outcome.result;
+      if (timers.claimed + timers.missed + outbox.claimed + inbox.claimed > 0) continue;
       if (skipped.size > 0) {
         // A table was left unclaimed while the other kept the loop busy: the next pass claims every table, rather
         // than wait a poll interval after this one.
@@ -385,10 +395,7 @@ export class SagaDispatcher implements AsyncDisposable {
     const now = this.options.clock.now();
     // The span's own time, not the dispatcher's clock: a FakeClock's time is no time a trace backend can show.
     const startTime = Date.now();
-    const result: Mutable<DispatchPassResult> = {
-      timers: { claimed: 0, fired: 0, stale: 0, failed: 0, deadLettered: 0, missed: 0, contended: 0, released: 0, interrupted: 0, lost: 0 },
-      outbox: { claimed: 0, published: 0, failed: 0, deadLettered: 0, released: 0, interrupted: 0, lost: 0 },
-    };
+    const result = emptyPassResult();
     try {
       if (this.options.verifySchema) await this.options.runtime.verifySchemaOnce();
       await this.pending.write();
@@ -398,28 +405,28 @@ export class SagaDispatcher implements AsyncDisposable {
       // claimed something). A stopping dispatcher claims no more outbox rows only to release them again.
       const stamps: Promise<void>[] = [];
       const timers = skipped.has(DISPATCH_TABLES.timer) ? undefined : this.timers.claimAndFire(now, signal, result.timers);
+      // Claimed before the outbox: on one connection (SQLite) the step claims then run before the first publish.
+      const staged = skipped.has(DISPATCH_TABLES.inbox) ? undefined : this.staged.claimAndDeliver(now, signal, result.inbox);
       const outbox =
         this.options.publish && !signal?.aborted && !skipped.has(DISPATCH_TABLES.outbox)
           ? this.outbox.claimAndPublish(signal, result.outbox, stamps)
           : undefined;
-      const [timersDone, outboxDone] = await Promise.allSettled([timers, outbox]);
+      const settled = await Promise.allSettled([timers, outbox, staged]);
       if (stamps.length > 0) {
-        // A pass that failed (its timer or outbox claim) is not overtaken: the loop hears of its failure when its
-        // stamps are written, and backs off as after any failed pass.
-        if (timersDone.status === 'fulfilled' && outboxDone.status === 'fulfilled') onlyStamps?.();
+        // A pass that failed (one of its claims) is not overtaken: the loop hears of its failure when its stamps are
+        // written, and backs off as after any failed pass.
+        if (settled.every((done) => done.status === 'fulfilled')) onlyStamps?.();
         await Promise.all(stamps);
       }
-      if (timersDone.status === 'rejected') throw timersDone.reason;
-      if (outboxDone.status === 'rejected') throw outboxDone.reason;
+      for (const done of settled) if (done.status === 'rejected') throw done.reason;
     } catch (error) {
       recordPassSpan(this.tracer, startTime, result, error);
       throw new SagaDispatchError(result, error);
     }
     recordPassSpan(this.tracer, startTime, result);
     // Passes that found nothing are not logged: an idle loop would fill the log.
-    if (result.timers.claimed + result.timers.missed + result.outbox.claimed > 0) {
-      this.options.logger.debug('dispatcher pass', { timers: result.timers, outbox: result.outbox });
-    }
+    if (passWasBusy(result))
+      this.options.logger.debug('dispatcher pass', { timers: result.timers, outbox: result.outbox, inbox: result.inbox });
     return result;
   }
 }

@@ -11,19 +11,19 @@ export class TableRest {
    * loop claims such a table again only after `pollIntervalMs`, while the other table keeps it busy.
    */
   private readonly foundEmptyAt: Partial<Record<DispatchTable, number>> = {};
-  /** Timers this dispatcher fired: a timer's step may send messages, which the next pass publishes. */
-  private fired = 0;
+  /** Steps this dispatcher ran (timers fired, staged deliveries delivered): a step may send messages, which the next pass publishes. */
+  private ran = 0;
 
   constructor(private readonly pollIntervalMs: number) {}
 
-  /** Timers fired so far: an empty outbox claim during which one fired does not put the outbox at rest. */
-  get timersFired(): number {
-    return this.fired;
+  /** Steps run so far: an empty outbox claim during which one ran does not put the outbox at rest. */
+  get stepsRun(): number {
+    return this.ran;
   }
 
-  /** A timer fired: its step may have sent messages, so the outbox rests no longer. */
-  timerFired(): void {
-    this.fired++;
+  /** A timer fired or a staged delivery was delivered: its step may have sent messages, so the outbox rests no longer. */
+  stepRan(): void {
+    this.ran++;
     delete this.foundEmptyAt[DISPATCH_TABLES.outbox];
   }
 

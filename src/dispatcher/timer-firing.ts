@@ -1,5 +1,4 @@
 import type { DispatchPassResult } from '../contracts.js';
-import { SAGA_ERROR_CODES, SagaConcurrencyError } from '../errors.js';
 import type { SagaPreload } from '../saga/unit-of-work/saga-preload.js';
 import { missTimersOverdueBefore, missTimersSupersededInBacklog } from '../sql/catch-up-statements.js';
 import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
@@ -9,7 +8,7 @@ import { type ClaimedTimer, claimDueTimers } from './claim-due-rows.js';
 import type { DispatchParts } from './dispatch-parts.js';
 import { CATCH_UP_POLICIES } from './dispatcher-options.js';
 import type { HeldRow, Mutable } from './held-row.js';
-import { isInfrastructureFault } from './infrastructure-fault.js';
+import { isVersionContention } from './version-contention.js';
 
 /** The timer counters of the pass being run. */
 type TimerCounts = Mutable<DispatchPassResult['timers']>;
@@ -80,7 +79,7 @@ export class TimerFiring {
         span.ended(result.outcome === 'stale' ? DELIVERY_OUTCOMES.STALE : DELIVERY_OUTCOMES.DISCARDED);
       } else {
         counts.fired++;
-        rest.timerFired();
+        rest.stepRan();
         metrics.add('timersFired', timer.sagaType);
         metrics.record('timerLateness', lateness, { [SPAN_ATTRIBUTES.sagaType]: timer.sagaType });
         span.ended(DELIVERY_OUTCOMES.FIRED);
@@ -97,12 +96,4 @@ export class TimerFiring {
       }
     }
   }
-}
-
-/**
- * Whether a delivery ended because its unit of work met version conflicts past the runtime's retries. Conflicts whose
- * last was a lock wait or a deadlock are database faults (interrupted, given back at once), as before the retries.
- */
-function isVersionContention(error: unknown): boolean {
-  return error instanceof SagaConcurrencyError && error.code === SAGA_ERROR_CODES.CONCURRENCY_CONFLICT && !isInfrastructureFault(error);
 }

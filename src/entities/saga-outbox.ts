@@ -1,4 +1,5 @@
 import { EntitySchema } from '@mikro-orm/core';
+import { runBeforeInsert } from './before-insert.js';
 import { DispatchRecord, DispatchRecordSchema } from './dispatch-record.js';
 import type { OutboxOutcome } from './dispatch-states.js';
 
@@ -29,4 +30,6 @@ export const SagaOutboxSchema = new EntitySchema<SagaOutbox, DispatchRecord>({
     },
     { name: 'saga_outbox_dispatched_at_idx', properties: ['dispatchedAt'] },
   ],
+  // A message the application stages itself (`SagaRuntime.stageMessage`) is inserted by the application's flush.
+  hooks: { beforeCreate: [runBeforeInsert] },
 });

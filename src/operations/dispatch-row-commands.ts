@@ -18,6 +18,7 @@ import type { OperationsContext } from './operations-context.js';
 interface RowState {
   readonly outcome: string | null;
   readonly sagaType: string;
+  /** The row's saga: its id, or a staged delivery's correlation value. */
   readonly sagaId: string;
   readonly messageType: string;
 }
@@ -25,9 +26,9 @@ interface RowState {
 /** Which of `ids` exist in `table`, whether each is pending or dead-lettered, and whose saga it belongs to. */
 async function rowStates(ops: OperationsContext, table: DispatchTable, ids: readonly string[]): Promise<Map<string, RowState>> {
   if (ids.length === 0) return new Map();
-  const { table: name, column: c } = dispatchTableNames(ops.db, table);
+  const { table: name, column: c, sagaColumn } = dispatchTableNames(ops.db, table);
   const rows = await queryRows<RowState & { id: string }>(freshFork(ops.db.em), {
-    sql: `select ${c.id} as "id", ${c.outcome} as "outcome", ${c.sagaType} as "sagaType", ${c.sagaId} as "sagaId", ${c.messageType} as "messageType"
+    sql: `select ${c.id} as "id", ${c.outcome} as "outcome", ${c.sagaType} as "sagaType", ${sagaColumn} as "sagaId", ${c.messageType} as "messageType"
      from ${name} where ${c.id} in (${placeholders(ids.length)})`,
     params: [...ids],
   });
@@ -94,14 +95,22 @@ async function perItem<TStatus extends ItemStatus>(
   };
 }
 
+/** The operation that requeues each table's rows, for error messages. */
+const REQUEUE_OPERATION = {
+  [DISPATCH_TABLES.timer]: 'requeueTimers',
+  [DISPATCH_TABLES.outbox]: 'requeueOutbox',
+  [DISPATCH_TABLES.inbox]: 'requeueInbox',
+} as const;
+
 /**
  * Puts dead-lettered rows back in the pending set: due now, attempts and lease reset, a new token, the
  * dead-letter stamp cleared (`last_error` is kept). A timer whose name is pending again on its saga stays
  * dead-lettered and is reported `conflict`; one whose saga would discard it stays dead-lettered and is reported
- * `saga_completed` or `saga_not_found` ({@link undeliverableTimers}).
+ * `saga_completed` or `saga_not_found` ({@link undeliverableTimers}). A staged delivery keeps its order key: it is
+ * delivered before its saga's deliveries that are still pending and were committed after it.
  */
 export async function requeueRows(ops: OperationsContext, table: DispatchTable, ids: unknown): Promise<BulkResult<RequeueStatus>> {
-  const checked = checkedInput(table === DISPATCH_TABLES.timer ? 'requeueTimers' : 'requeueOutbox', () => checkIds(ids, 'ids'));
+  const checked = checkedInput(REQUEUE_OPERATION[table], () => checkIds(ids, 'ids'));
   const { table: name, column: c } = dispatchTableNames(ops.db, table);
   const states = await rowStates(ops, table, checked);
   const undeliverable = table === DISPATCH_TABLES.timer ? await undeliverableTimers(ops, states) : new Map<string, RequeueStatus>();

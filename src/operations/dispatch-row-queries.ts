@@ -1,7 +1,8 @@
 import { COLUMN_LIMITS } from '../entities/dispatch-states.js';
 import { freshFork } from '../orm/index.js';
+import { MAX_CORRELATION_BYTES } from '../saga/correlation-value.js';
 import { storedDateProblem, storedValueInvalid } from '../saga/stored-values.js';
-import type { OutboxProperty, TimerProperty } from '../sql/database-context.js';
+import type { InboxProperty, OutboxProperty, TimerProperty } from '../sql/database-context.js';
 import { DISPATCH_TABLES, type DispatchTable, dispatchTableNames } from '../sql/dispatch-tables.js';
 import { queryRows } from '../sql/sql-executor.js';
 import { checkedInput, checkLimit, checkName, checkOneOf, checkUuid, invalidInput } from './operation-input.js';
@@ -10,6 +11,7 @@ import {
   type DispatchRowQuery,
   type DispatchRowStatus,
   type HandledMessageRow,
+  type InboxRow,
   type OutboxRow,
   type Page,
   type SagaDetail,
@@ -22,13 +24,13 @@ import { decodeCursor, encodeCursor } from './page-cursor.js';
 export const TABLE_STATUSES: Readonly<Record<DispatchTable, readonly DispatchRowStatus[]>> = {
   [DISPATCH_TABLES.timer]: ['pending', 'leased', 'dead_lettered', 'missed', 'fired', 'discarded'],
   [DISPATCH_TABLES.outbox]: ['pending', 'leased', 'dead_lettered', 'published'],
+  [DISPATCH_TABLES.inbox]: ['pending', 'leased', 'dead_lettered', 'delivered', 'duplicate', 'ignored'],
 };
 
-/** The columns both tables show an operator (`DispatchRow`). */
+/** The columns every dispatch table shows an operator (`DispatchRowFields`). */
 const SHARED_COLUMNS = [
   'id',
   'sagaType',
-  'sagaId',
   'messageType',
   'payload',
   'availableAt',
@@ -41,11 +43,22 @@ const SHARED_COLUMNS = [
   'deadLetterReason',
   'correlationId',
   'createdAt',
-] as const satisfies readonly (TimerProperty & OutboxProperty)[];
-const TIMER_COLUMNS: readonly TimerProperty[] = [...SHARED_COLUMNS, 'name', 'step', 'dueAt'];
-const OUTBOX_COLUMNS: readonly OutboxProperty[] = [...SHARED_COLUMNS, 'headers'];
+] as const satisfies readonly (TimerProperty & OutboxProperty & InboxProperty)[];
+/** The columns each table shows an operator. */
+const TABLE_COLUMNS: Readonly<Record<DispatchTable, readonly string[]>> = {
+  [DISPATCH_TABLES.timer]: [...SHARED_COLUMNS, 'sagaId', 'name', 'step', 'dueAt'] satisfies TimerProperty[],
+  [DISPATCH_TABLES.outbox]: [...SHARED_COLUMNS, 'sagaId', 'headers'] satisfies OutboxProperty[],
+  [DISPATCH_TABLES.inbox]: [...SHARED_COLUMNS, 'sagaKey', 'messageId', 'orderKey'] satisfies InboxProperty[],
+};
 
-/** Every column of `table`, by property: those both tables have and its own. */
+/** The operation that lists each table's rows, for error messages. */
+const LIST_OPERATION = {
+  [DISPATCH_TABLES.timer]: 'listTimers',
+  [DISPATCH_TABLES.outbox]: 'listOutbox',
+  [DISPATCH_TABLES.inbox]: 'listInbox',
+} as const;
+
+/** Every column of `table`, by property: those every table has and its own. */
 function columnsOf(ops: OperationsContext, table: DispatchTable): Readonly<Record<string, string>> {
   return dispatchTableNames(ops.db, table).column;
 }
@@ -53,8 +66,7 @@ function columnsOf(ops: OperationsContext, table: DispatchTable): Readonly<Recor
 /** `select` list of a table's operator columns, aliased to property names. */
 function selectList(ops: OperationsContext, table: DispatchTable): string {
   const column = columnsOf(ops, table);
-  const properties = table === DISPATCH_TABLES.timer ? TIMER_COLUMNS : OUTBOX_COLUMNS;
-  return properties.map((p) => `${column[p]} as "${p}"`).join(', ');
+  return TABLE_COLUMNS[table].map((p) => `${column[p]} as "${p}"`).join(', ');
 }
 
 /** The SQL condition (and its parameters) of one status, at `now`. */
@@ -67,7 +79,11 @@ export function statusCondition(ops: OperationsContext, table: DispatchTable, st
   return { sql: `${c.dispatchedAt} is not null and ${c.outcome} = ?`, params: [status] };
 }
 
-type RowOf<T extends DispatchTable> = T extends typeof DISPATCH_TABLES.timer ? TimerRow : OutboxRow;
+type RowOf<T extends DispatchTable> = T extends typeof DISPATCH_TABLES.timer
+  ? TimerRow
+  : T extends typeof DISPATCH_TABLES.outbox
+    ? OutboxRow
+    : InboxRow;
 
 /** Reads the rows of `table` matching `where`, ordered and limited in SQL, as operator rows. */
 async function readRows<T extends DispatchTable>(
@@ -87,7 +103,7 @@ async function readRows<T extends DispatchTable>(
   return rows.map((row) => rowOf(ops, table, row, now) as RowOf<T>);
 }
 
-function rowOf(ops: OperationsContext, table: DispatchTable, row: Record<string, unknown>, now: Date): TimerRow | OutboxRow {
+function rowOf(ops: OperationsContext, table: DispatchTable, row: Record<string, unknown>, now: Date): TimerRow | OutboxRow | InboxRow {
   const { readJson } = ops.db.dialect;
   const date = storedDates(ops, table, row);
   const dispatchedAt = date('dispatchedAt');
@@ -101,7 +117,6 @@ function rowOf(ops: OperationsContext, table: DispatchTable, row: Record<string,
     id: String(row.id),
     status,
     sagaType: String(row.sagaType),
-    sagaId: String(row.sagaId),
     messageType: String(row.messageType),
     payload: readJsonLeniently(readJson, row.payload),
     availableAt: date('availableAt', true)!,
@@ -114,10 +129,15 @@ function rowOf(ops: OperationsContext, table: DispatchTable, row: Record<string,
     correlationId: (row.correlationId as string | null) ?? null,
     createdAt: date('createdAt', true)!,
   };
-  if (table === DISPATCH_TABLES.outbox) {
-    return { ...common, headers: readJsonLeniently(readJson, row.headers) as Record<string, string> };
+  if (table === DISPATCH_TABLES.inbox) {
+    const messageId = (row.messageId as string | null) ?? null;
+    return { ...common, sagaKey: String(row.sagaKey), messageId, orderKey: String(row.orderKey) };
   }
-  return { ...common, name: String(row.name), step: (row.step as string | null) ?? null, dueAt: date('dueAt', true)! };
+  const sagaId = String(row.sagaId);
+  if (table === DISPATCH_TABLES.outbox) {
+    return { ...common, sagaId, headers: readJsonLeniently(readJson, row.headers) as Record<string, string> };
+  }
+  return { ...common, sagaId, name: String(row.name), step: (row.step as string | null) ?? null, dueAt: date('dueAt', true)! };
 }
 
 /**
@@ -137,7 +157,7 @@ function storedDates(ops: OperationsContext, table: DispatchTable, row: Record<s
     const where = {
       table: name,
       sagaType: String(row.sagaType),
-      sagaId: String(row.sagaId),
+      sagaId: String(row.sagaId ?? row.sagaKey),
       rowId: String(row.id),
     };
     throw storedValueInvalid(where, column, problem, 'set it to a timestamp from year 1 to 9999, or delete the row');
@@ -161,23 +181,29 @@ function checkRowQuery(table: DispatchTable, query: DispatchRowQuery) {
     status: checkOneOf(query.status, 'status', TABLE_STATUSES[table]),
     sagaType: checkName(query.sagaType, 'The sagaType filter', COLUMN_LIMITS.sagaType),
     sagaId: query.sagaId === undefined ? undefined : checkUuid(query.sagaId, 'The sagaId filter'),
+    // A correlation value is at most MAX_CORRELATION_BYTES bytes, so at most as many code points.
+    sagaKey: checkName(query.sagaKey, 'The sagaKey filter', MAX_CORRELATION_BYTES),
     messageType: checkName(query.messageType, 'The messageType filter', COLUMN_LIMITS.messageType),
     name: checkName(query.name, 'The name filter', COLUMN_LIMITS.timerName),
   };
-  if (filters.name !== undefined && table !== DISPATCH_TABLES.timer) throw invalidInput('Outbox rows have no name to filter by.');
+  if (filters.name !== undefined && table !== DISPATCH_TABLES.timer) throw invalidInput('Only timers have a name to filter by.');
+  if (filters.sagaId !== undefined && table === DISPATCH_TABLES.inbox) {
+    throw invalidInput('Staged deliveries name their saga by correlation value: filter by sagaKey instead of sagaId.');
+  }
+  if (filters.sagaKey !== undefined && table !== DISPATCH_TABLES.inbox)
+    throw invalidInput('Only staged deliveries have a sagaKey to filter by.');
   const { cursor } = query;
   const after = cursor === undefined ? undefined : decodeCursor(cursor, filters, new Set());
   return { limit, filters, after };
 }
 
-/** Lists timers or outbox rows newest first (created_at, id), filtered and paged in SQL. */
+/** Lists timers, outbox rows or staged deliveries newest first (created_at, id), filtered and paged in SQL. */
 export async function listDispatchRows<T extends DispatchTable>(
   ops: OperationsContext,
   table: T,
   query: DispatchRowQuery,
 ): Promise<Page<RowOf<T>>> {
-  const operation = table === DISPATCH_TABLES.timer ? 'listTimers' : 'listOutbox';
-  const { limit, filters, after } = checkedInput(operation, () => checkRowQuery(table, query));
+  const { limit, filters, after } = checkedInput(LIST_OPERATION[table], () => checkRowQuery(table, query));
   const c = columnsOf(ops, table);
   const where: string[] = [];
   const params: unknown[] = [];
@@ -186,7 +212,7 @@ export async function listDispatchRows<T extends DispatchTable>(
     where.push(condition.sql);
     params.push(...condition.params);
   }
-  for (const key of ['sagaType', 'sagaId', 'messageType', 'name'] as const) {
+  for (const key of ['sagaType', 'sagaId', 'sagaKey', 'messageType', 'name'] as const) {
     if (filters[key] === undefined) continue;
     where.push(`${c[key]} = ?`);
     params.push(filters[key]);

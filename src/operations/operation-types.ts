@@ -11,8 +11,8 @@ export const SAGA_STATUSES = {
 export type SagaStatus = (typeof SAGA_STATUSES)[keyof typeof SAGA_STATUSES];
 
 /**
- * Where a timer or outbox row stands. `pending` and `leased` rows are in the pending set (`dispatched_at` is
- * null); the others left it and say how (`outcome`).
+ * Where a timer, outbox row or staged delivery stands. `pending` and `leased` rows are in the pending set
+ * (`dispatched_at` is null); the others left it and say how (`outcome`).
  */
 export const DISPATCH_ROW_STATUSES = {
   /** Waiting to be claimed (not leased, or its lease ran out). */
@@ -29,8 +29,14 @@ export const DISPATCH_ROW_STATUSES = {
   DISCARDED: 'discarded',
   /** An outbox row handed to the publisher. */
   PUBLISHED: 'published',
+  /** A staged delivery delivered to its saga through a unit of work. */
+  DELIVERED: 'delivered',
+  /** A staged delivery whose message id its saga had handled already: no step ran. */
+  DUPLICATE: 'duplicate',
+  /** A staged delivery no step ran for: no instance and not a start message, or a completed saga. */
+  IGNORED: 'ignored',
 } as const;
-/** Where a timer or outbox row stands. */
+/** Where a timer, outbox row or staged delivery stands. */
 export type DispatchRowStatus = (typeof DISPATCH_ROW_STATUSES)[keyof typeof DISPATCH_ROW_STATUSES];
 
 /** One page of a listing, newest first. */
@@ -108,12 +114,14 @@ export interface ActiveSagaCount {
   readonly active: number;
 }
 
-/** What timers and outbox rows share, as an operator sees them. `payload` and `deadLetterReason` may hold sensitive data. */
-export interface DispatchRow {
+/**
+ * What timers, outbox rows and staged deliveries share, as an operator sees them. `payload` and `deadLetterReason` may
+ * hold sensitive data.
+ */
+export interface DispatchRowFields {
   readonly id: string;
   readonly status: DispatchRowStatus;
   readonly sagaType: string;
-  readonly sagaId: string;
   readonly messageType: string;
   readonly payload: unknown;
   readonly availableAt: Date;
@@ -125,6 +133,22 @@ export interface DispatchRow {
   readonly deadLetterReason: string | null;
   readonly correlationId: string | null;
   readonly createdAt: Date;
+}
+
+/** What timers and outbox rows share, as an operator sees them: the rows of one saga instance. */
+export interface DispatchRow extends DispatchRowFields {
+  /** The saga's id; for a message the application staged itself (`stageMessage`, saga type `''`), its ordering lane. */
+  readonly sagaId: string;
+}
+
+/** A staged delivery (`saga_inbox`, `stageDelivery()`) as an operator sees it. */
+export interface InboxRow extends DispatchRowFields {
+  /** The saga's correlation value, as text: the saga may not exist yet. */
+  readonly sagaKey: string;
+  /** The id it was staged with (`messageId`), recorded when it is delivered; null for none. */
+  readonly messageId: string | null;
+  /** Its place among its saga's deliveries, assigned by the database in commit order (a decimal integer). */
+  readonly orderKey: string;
 }
 
 /** A timer as an operator sees it. */
@@ -147,12 +171,18 @@ export interface HandledMessageRow {
   readonly processedAt: Date;
 }
 
-/** Filters of {@link SagaOperations.listTimers} and {@link SagaOperations.listOutbox}. Every filter runs in SQL. */
+/**
+ * Filters of {@link SagaOperations.listTimers}, {@link SagaOperations.listOutbox} and {@link SagaOperations.listInbox}.
+ * Every filter runs in SQL.
+ */
 export interface DispatchRowQuery {
   /** Default: any status. */
   readonly status?: DispatchRowStatus;
   readonly sagaType?: string;
+  /** Timers and outbox rows only: the saga's id. */
   readonly sagaId?: string;
+  /** Staged deliveries only: the saga's correlation value as text (`InboxRow.sagaKey`). */
+  readonly sagaKey?: string;
   readonly messageType?: string;
   /** Timers only: the timer name. */
   readonly name?: string;
@@ -247,7 +277,10 @@ export const OPERATOR_MESSAGE_TYPES = {
 
 /** What {@link SagaOperations.purge} deletes. Each part runs only when its cutoff (or flag) is given. */
 export interface PurgeOptions {
-  /** Timers and outbox rows that left the pending set before this instant (fired, missed, discarded, published). */
+  /**
+   * Timers, outbox rows and staged deliveries that left the pending set before this instant (fired, missed, discarded,
+   * published, delivered, duplicate, ignored).
+   */
   readonly dispatchedBefore?: Date;
   /** With `dispatchedBefore`: dead-lettered rows too. Default false (kept for an operator). */
   readonly includeDeadLettered?: boolean;
@@ -268,6 +301,8 @@ export interface PurgeOptions {
 export interface PurgeReport {
   readonly timers: number;
   readonly outbox: number;
+  /** Staged deliveries (`saga_inbox`). */
+  readonly inbox: number;
   /** Completed sagas deleted, per saga type. */
   readonly sagas: Readonly<Record<string, number>>;
   readonly messageIds: number;

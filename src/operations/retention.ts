@@ -137,11 +137,14 @@ export async function purge(ops: OperationsContext, options: PurgeOptions): Prom
   const outbox = dispatchedBefore
     ? await run(() => deleteDispatched(ops, DISPATCH_TABLES.outbox, dispatchedBefore, includeDeadLettered, batchSize))
     : 0;
+  const inbox = dispatchedBefore
+    ? await run(() => deleteDispatched(ops, DISPATCH_TABLES.inbox, dispatchedBefore, includeDeadLettered, batchSize))
+    : 0;
   let messageIds = 0;
   if (expiredMessageIds) {
     const result = await ops.runtime.purgeExpiredMessageIds(batching);
     messageIds = result.deleted;
     batches += result.batches;
   }
-  return { timers, outbox, sagas, messageIds, batches };
+  return { timers, outbox, inbox, sagas, messageIds, batches };
 }

@@ -14,6 +14,7 @@ import {
   type BulkResult,
   type CancelStatus,
   type DispatchRowQuery,
+  type InboxRow,
   ITEM_STATUSES,
   type ItemStatus,
   type OutboxRow,
@@ -58,8 +59,9 @@ export type SagaOperationsOptions =
     };
 
 /**
- * What an operator does to sagas, timers and outbox rows: find, look at, force-complete or reopen a saga;
- * list, requeue, cancel and reschedule timers and outbox rows; purge what retention allows. Every filter,
+ * What an operator does to sagas, timers, outbox rows and staged deliveries: find, look at, force-complete or reopen a
+ * saga; list, requeue, cancel and reschedule timers; list and requeue outbox rows and staged deliveries; purge what
+ * retention allows. Every filter,
  * order and limit runs in SQL on the tables MikroORM's metadata names; nothing loads a whole table.
  * A database failure is a `SagaSchemaError` (`SCHEMA_INVALID`: a table or column is missing) or a
  * `SagaPersistenceError` (`DATABASE_UNREACHABLE`, `PERSISTENCE_FAILED`) naming the call, never SQL or values. A row
@@ -165,6 +167,14 @@ export class SagaOperations {
   }
 
   /**
+   * Staged deliveries (`stageDelivery()`) by status, saga type, correlation value (`sagaKey`) and message type, newest
+   * first (`created_at`, id), paged with `nextCursor`.
+   */
+  listInbox(query: DispatchRowQuery): Promise<Page<InboxRow>> {
+    return asOperation('listInbox', () => listDispatchRows(this.ops, DISPATCH_TABLES.inbox, query));
+  }
+
+  /**
    * Puts dead-lettered timers back in the pending set (due now, attempts 0, new token). One result per id:
    * `requeued`, `not_found`, `not_dead_lettered`, `conflict` when a timer of that name is pending on the saga, or
    * `failed` (with the exception's class name) when the database refused that row's statement: the other ids are
@@ -177,6 +187,14 @@ export class SagaOperations {
   /** Puts dead-lettered outbox rows back in the pending set. One result per id, as {@link SagaOperations.requeueTimers}. */
   requeueOutbox(ids: readonly string[]): Promise<BulkResult<RequeueStatus>> {
     return this.change('requeueOutbox', () => requeueRows(this.ops, DISPATCH_TABLES.outbox, ids), bulkFields);
+  }
+
+  /**
+   * Puts dead-lettered staged deliveries back in the pending set (due now, attempts 0, new token), at their place
+   * among their saga's deliveries (their order key). One result per id, as {@link SagaOperations.requeueTimers}.
+   */
+  requeueInbox(ids: readonly string[]): Promise<BulkResult<RequeueStatus>> {
+    return asOperation('requeueInbox', () => requeueRows(this.ops, DISPATCH_TABLES.inbox, ids));
   }
 
   /** Deletes pending timers: `cancelled`, `not_found`, `not_pending` or `failed` per id. */

@@ -21,6 +21,7 @@ export {
   isScalarProperty,
   qualifiedTableName,
   quoteName,
+  sameOrm,
   storedProperties,
   tableOf,
   uniqueKeyNamesOf,

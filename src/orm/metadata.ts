@@ -10,6 +10,11 @@ export function entityMetadata(em: EntityManager, entity: { name: string }): Ent
   return meta?.class === entity ? meta : undefined;
 }
 
+/** Whether `em` and `other` are EntityManagers of one MikroORM instance (forks and transactions share its metadata). */
+export function sameOrm(em: EntityManager, other: EntityManager): boolean {
+  return em.getMetadata() === other.getMetadata();
+}
+
 /** Every entity MikroORM knows, abstract ones included. */
 export function allEntityMetadata(em: EntityManager): EntityMetadata[] {
   // A plain record keyed by class name on 6, a Map keyed by class on 7.

@@ -34,6 +34,28 @@ export function toJsonPayload(value: unknown, what: string, maxBytes: number, de
   return json;
 }
 
+/**
+ * Checks that an outgoing message's JSON and its headers' JSON, stored side by side in `saga_outbox`, stay together
+ * within `maxBytes`.
+ * @throws SagaValidationError `PAYLOAD_TOO_LARGE`.
+ */
+export function checkMessageWithHeaders(
+  payloadJson: string,
+  headersJson: string,
+  what: string,
+  maxBytes: number,
+  details: SagaErrorDetails,
+): void {
+  const payloadBytes = Buffer.byteLength(payloadJson, 'utf8');
+  const headerBytes = Buffer.byteLength(headersJson, 'utf8');
+  if (payloadBytes + headerBytes <= maxBytes) return;
+  throw new SagaValidationError(
+    'PAYLOAD_TOO_LARGE',
+    `${what} is ${payloadBytes} bytes of JSON and its headers ${headerBytes}, together over the limit of ${maxBytes}: store large data elsewhere and send a reference, or raise maxPayloadBytes.`,
+    { ...details, bytes: payloadBytes + headerBytes, maxBytes },
+  );
+}
+
 /** `JSON.stringify(value)`, called once; what it throws (a BigInt, a cycle, a throwing toJSON, a stack overflow) is typed. */
 function stringifyOnce(value: unknown, what: string, details: SagaErrorDetails): string {
   let json: string | undefined;

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/core';
 import { type Context, context as otelContext, type Tracer, trace } from '@opentelemetry/api';
-import type { TimerDelivery } from '../contracts.js';
+import type { StagedDelivery, TimerDelivery } from '../contracts.js';
 import { getCorrelationId, runWithCorrelationId } from '../correlation/correlation-context.js';
 import type { DialectAdapter } from '../dialect/dialect-adapter.js';
 import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
-import { SagaCorrelationError, SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
+import { SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
 import { verifySagaSchema, verifySagaSchemaThrough } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
 import type { GaugedSaga } from '../telemetry/saga-gauges.js';
@@ -14,6 +14,7 @@ import { StepSpan } from '../telemetry/step-span.js';
 import { isIntegerIn } from '../time/option-ranges.js';
 import { callOptions } from './call-options.js';
 import { copyMessage } from './copy-message.js';
+import { correlateMessage } from './correlate-message.js';
 import { checkCorrelationId } from './correlation-value.js';
 import type { SagaDefinition } from './define-saga.js';
 import { DispatcherNotifier } from './dispatcher-notifier.js';
@@ -32,13 +33,17 @@ import {
   type SagaRuntimeOptions,
 } from './runtime-options.js';
 import type { SagaMessage } from './saga-message.js';
+import { stageDelivery } from './staging/stage-delivery.js';
+import { stageMessage } from './staging/stage-message.js';
+import type { StageDeliveryOptions, StagedRow, StageMessageOptions } from './staging/staging-options.js';
+import { type StagingRuntime, stagingEntityManager } from './staging/staging-target.js';
 import { kindOf, labelOf } from './stored-text.js';
 import type { UnitOfWorkRuntime } from './unit-of-work/attempt.js';
 import { ormClosedError } from './unit-of-work/classify-failure.js';
 import type { HandleTarget } from './unit-of-work/handle-target.js';
 import { runJoinedUnitOfWork } from './unit-of-work/joined-unit.js';
 import { runUnitOfWork } from './unit-of-work/retry-loop.js';
-import { type RuntimeMessage, stepCopy } from './unit-of-work/runtime-message.js';
+import type { RuntimeMessage } from './unit-of-work/runtime-message.js';
 import { SagaPreload } from './unit-of-work/saga-preload.js';
 import { ownPlace } from './unit-of-work/unit-place.js';
 import { UnitWriter } from './unit-of-work/unit-writer.js';
@@ -68,6 +73,8 @@ export class SagaRuntime {
   readonly rowsDue: RowsDue;
   /** What its units of work use of it: options, dialect, counters and the writer of their write phases. */
   private readonly unitOfWork: UnitOfWorkRuntime;
+  /** What its staging calls use of it. */
+  private readonly staging: StagingRuntime;
   private schemaChecked: Promise<void> | undefined;
   /** Whether a start-up schema check passed (on a pooled connection, or in a joined unit's transaction). */
   private schemaVerified = false;
@@ -94,6 +101,7 @@ export class SagaRuntime {
       metrics: this.metrics,
       place: ownPlace(this.options.em, writer, this.rowsDue),
     };
+    this.staging = { db: this.context, options: this.options, metrics: this.metrics };
     this.sagas = registerSagas(this.options);
   }
 
@@ -173,35 +181,88 @@ export class SagaRuntime {
     return results;
   }
 
+  /**
+   * Stages `message` for one saga in the application's own transaction: persists a delivery row (`saga_inbox`) into
+   * `em`, which the application's flush inserts with its own writes, so the delivery commits or rolls back with them.
+   * The dispatcher then delivers it through an ordinary unit of work (`handle()`'s correlation, message id, retries),
+   * and stamps the row in the transaction of the saga's change: a delivery runs its step once in effect, also across
+   * crashes. The deliveries of one saga (type and correlation value) run in the order their transactions committed;
+   * an earlier one that fails and backs off holds the later ones until it is delivered or dead-lettered.
+   *
+   * Works inside `em.transactional(async (em) => ...)` (pass that `em`), and with any EntityManager of the runtime's
+   * ORM before its `flush()` (the row is written by that flush, in its transaction). Synchronous: it sends nothing to
+   * the database. On PostgreSQL the flush takes the saga's advisory lock before the row's INSERT, held until COMMIT: a
+   * second transaction staging for the same saga waits for the first to end. The step never gets the EntityManager.
+   *
+   * ```ts
+   * await orm.em.transactional(async (em) => {
+   *   em.persist(new Article(articleId, title));
+   *   runtime.stageDelivery(em, reviewSaga, { type: 'ArticleSubmitted', articleId });
+   * });
+   * ```
+   * @returns the row's id (its id in the operator API) and when it is due.
+   * @throws SagaDefinitionError `DEFINITION_INVALID` when `definition` is not registered on this runtime.
+   * @throws SagaValidationError / SagaCorrelationError with the codes `handle()` gives for the same message and options
+   *   (`MESSAGE_TYPE_MISSING`, `MESSAGE_TYPE_UNKNOWN`, `CORRELATION_*`, `MESSAGE_ID_INVALID`, `OPTION_INVALID`), and
+   *   `PAYLOAD_NOT_SERIALIZABLE` / `PAYLOAD_TOO_LARGE` (a staged message is stored: it must round-trip through JSON
+   *   within `maxPayloadBytes`), `TIMER_DELAY_INVALID` / `TIMER_DUE_INVALID` for `delay` / `notBefore`,
+   *   `OPTION_INVALID` for an `em` that is not an EntityManager of the runtime's ORM. Nothing is persisted.
+   */
+  stageDelivery<TIn extends SagaMessage>(
+    em: EntityManager,
+    // biome-ignore lint/suspicious/noExplicitAny: any state and outgoing types; the message type is what is checked.
+    definition: SagaDefinition<any, TIn, any>,
+    message: TIn,
+    options?: StageDeliveryOptions,
+  ): StagedRow {
+    const target = stagingEntityManager(this.staging, em, 'stageDelivery()');
+    return stageDelivery(this.staging, target, this.registeredFor(definition), message, options);
+  }
+
+  /**
+   * Stages an outgoing message of the application in its own transaction: persists an outbox row (`saga_outbox`) into
+   * `em`, which the application's flush inserts with its own writes. The dispatcher relays it as it relays a saga's
+   * messages: at least once, with the row id as the envelope id, dead-lettered after `maxAttempts`, listed by the
+   * operator API. Its envelope has `sagaType` {@link APP_MESSAGE_SAGA_TYPE} (`''`); messages with one `orderingKey` are
+   * relayed in staging order, as a saga's messages are. Headers: `correlation-id`, `ordering-key`, and yours.
+   * Synchronous: it sends nothing to the database.
+   * @returns the row's id (the envelope id consumers deduplicate on) and when it is due.
+   * @throws SagaValidationError `MESSAGE_TYPE_MISSING`, `PAYLOAD_NOT_SERIALIZABLE`, `PAYLOAD_TOO_LARGE` (as `ctx.send()`),
+   *   `TIMER_DELAY_INVALID` / `TIMER_DUE_INVALID`, `OPTION_INVALID`. Nothing is persisted.
+   */
+  stageMessage<TMessage extends SagaMessage>(em: EntityManager, message: TMessage, options?: StageMessageOptions): StagedRow {
+    return stageMessage(this.staging, stagingEntityManager(this.staging, em, 'stageMessage()'), message, options);
+  }
+
+  /**
+   * @internal The dispatcher's delivery of a claimed staged delivery (`saga_inbox` row) through an ordinary unit of
+   * work: the message's correlation, its message id, conflict retries. The row is stamped in the transaction of the
+   * saga's change (`delivered`), or alone when no step runs (`duplicate`, `ignored`), only while `delivery.token` is
+   * still its token; otherwise nothing is written and the outcome is `stale`.
+   * @throws as `handle()` does; a message its saga no longer takes (no step, no correlation) fails the delivery.
+   */
+  async deliverStaged(delivery: StagedDelivery): Promise<HandleResult> {
+    const saga = this.registered(delivery.sagaType);
+    const details = { sagaType: delivery.sagaType };
+    const original = delivery.payload as SagaMessage;
+    const copy = copyMessage(original, `Staged delivery ${delivery.id} of saga ${delivery.sagaType}`, details);
+    const { type, value, first } = correlateMessage(saga, { original, copy });
+    if (type !== delivery.messageType) {
+      throw new SagaValidationError(
+        'MESSAGE_TYPE_UNKNOWN',
+        `Staged delivery ${delivery.id} of saga ${delivery.sagaType} says '${labelOf(delivery.messageType)}' but carries another message type: repair or delete the row.`,
+        { ...details, messageType: labelOf(delivery.messageType) },
+      );
+    }
+    const messageId = delivery.messageId === null ? undefined : checkMessageId(delivery.messageId, delivery.sagaType, type);
+    const target: HandleTarget = { kind: 'correlation', value, messageId, staged: { id: delivery.id, token: delivery.token } };
+    return this.run(saga, { original, copy, first }, target, delivery.correlationId ?? randomUUID());
+  }
+
   /** {@link SagaRuntime.handle} for a registered saga, from the checks of the message's type and correlation on. */
   private handleOne(saga: RegisteredSaga, message: RuntimeMessage, options: HandleOptions): Promise<HandleResult> {
     const { name } = saga.definition;
-    const type = messageTypeOf(message.copy, `A message for saga ${name}`, { sagaType: name });
-    if (!saga.definition.steps.has(type)) {
-      throw new SagaValidationError(
-        'MESSAGE_TYPE_UNKNOWN',
-        `Saga ${name} has no step for message type ${labelOf(type)}: add a step for it, or do not send it this message.`,
-        { sagaType: name, messageType: labelOf(type) },
-      );
-    }
-    // The correlation function is the saga's own code: it reads a copy, the one the step's first run then gets.
-    const first = stepCopy(saga, message);
-    const correlation = saga.definition.correlate(first);
-    if (!correlation.defined) {
-      throw new SagaCorrelationError(
-        'CORRELATION_UNDEFINED',
-        `Saga ${name} does not say how '${type}' finds its instance: add correlation.from.${type}.`,
-        { sagaType: name, messageType: type },
-      );
-    }
-    if (correlation.value === undefined || correlation.value === null || correlation.value === '') {
-      throw new SagaCorrelationError(
-        'CORRELATION_MISSING',
-        `Message '${type}' carries no value for ${name}.${saga.definition.correlationProperty}: set the correlation field on the message before handling it.`,
-        { sagaType: name, messageType: type },
-      );
-    }
-    const value = saga.checkCorrelation(correlation.value, type);
+    const { type, value, first } = correlateMessage(saga, message);
     // Left out (undefined) is the default; null is refused like any other value that is not a correlation id.
     const given = options.correlationId === undefined ? (getCorrelationId() ?? randomUUID()) : options.correlationId;
     const correlationId = checkCorrelationId(given, name);

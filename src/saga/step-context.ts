@@ -5,7 +5,7 @@ import { dueAtProblem } from '../time/due-date-range.js';
 import { type Duration, toMilliseconds } from '../time/duration.js';
 import { TIMER_SCOPES, TimerPlan, type TimerScope } from '../timers/timer-plan.js';
 import { callOptions, headerRecord } from './call-options.js';
-import { toJsonPayload } from './json-payload.js';
+import { checkMessageWithHeaders, toJsonPayload } from './json-payload.js';
 import { messageTypeOf } from './message-type-of.js';
 import type { AnyMessage, SagaMessage } from './saga-message.js';
 import { labelOf, nameProblem } from './stored-text.js';
@@ -201,15 +201,7 @@ export class RecordingStepContext implements StepContext<SagaMessage, SagaMessag
     const headers = { ...extra, 'correlation-id': this.correlationId, 'saga-type': this.sagaType, 'saga-id': this.sagaId };
     // Headers are stored next to the payload: together they stay within maxPayloadBytes.
     const headersJson = toJsonPayload(headers, `the headers of ${what}`, this.settings.maxPayloadBytes, { ...details, messageType });
-    const payloadBytes = Buffer.byteLength(payloadJson, 'utf8');
-    const headerBytes = Buffer.byteLength(headersJson, 'utf8');
-    if (payloadBytes + headerBytes > this.settings.maxPayloadBytes) {
-      throw new SagaValidationError(
-        'PAYLOAD_TOO_LARGE',
-        `${what} is ${payloadBytes} bytes of JSON and its headers ${headerBytes}, together over the limit of ${this.settings.maxPayloadBytes}: store large data elsewhere and send a reference, or raise maxPayloadBytes.`,
-        { ...details, messageType, bytes: payloadBytes + headerBytes, maxBytes: this.settings.maxPayloadBytes },
-      );
-    }
+    checkMessageWithHeaders(payloadJson, headersJson, what, this.settings.maxPayloadBytes, { ...details, messageType });
     this.outgoing.push({ messageType, payloadJson, headers });
   }
 

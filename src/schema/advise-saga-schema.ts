@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
 import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
+import { SagaInbox } from '../entities/saga-inbox.js';
 import { SagaOutbox } from '../entities/saga-outbox.js';
 import { SagaTimer } from '../entities/saga-timer.js';
 import { entityMetadata, freshFork } from '../orm/index.js';
@@ -22,9 +23,9 @@ export interface AdviseSagaSchemaOptions {
 }
 
 /**
- * The autovacuum settings the library's PostgreSQL migration `Migration20261201230000` gives `saga_timer` and
- * `saga_outbox`: vacuum and analyze once 2% of the rows, and at least 1,000, changed (docs/migrations.md,
- * "Autovacuum"). MikroORM's schema diff does not carry them, so migrations an app generates itself lack them.
+ * The autovacuum settings the library's PostgreSQL migrations give the tables the dispatcher drains
+ * (`Migration20261201230000`: `saga_timer` and `saga_outbox`; `Migration20261208120000`: `saga_inbox`): vacuum and
+ * analyze once 2% of the rows, and at least 1,000, changed (docs/migrations.md, "Autovacuum"). MikroORM's schema diff does not carry them, so migrations an app generates itself lack them.
  */
 export const RECOMMENDED_AUTOVACUUM_SETTINGS = {
   autovacuum_vacuum_scale_factor: '0.02',
@@ -40,9 +41,9 @@ const RECOMMENDED: Readonly<Record<DialectAdapter['name'], Readonly<Record<strin
 };
 
 /**
- * Lists the recommended table settings the connected database lacks: on PostgreSQL, the autovacuum settings
- * of `saga_timer` and `saga_outbox` ({@link RECOMMENDED_AUTOVACUUM_SETTINGS}) that are not set at all (a value
- * of your own is kept as your choice). Reads `pg_class.reloptions` only; a missing table gets no advice
+ * Lists the recommended table settings the connected database lacks: on PostgreSQL, the autovacuum settings of
+ * `saga_timer`, `saga_outbox` and `saga_inbox` ({@link RECOMMENDED_AUTOVACUUM_SETTINGS}) that are not set at all (a
+ * value of your own is kept as your choice). Reads `pg_class.reloptions` only; a missing table gets no advice
  * (`inspectSagaSchema` names it). Empty on SQLite.
  * @throws SagaDefinitionError `DEFINITION_INVALID` when a library entity is not registered.
  */
@@ -53,7 +54,7 @@ export async function adviseSagaSchema(options: AdviseSagaSchemaOptions): Promis
   const recommended = Object.entries(RECOMMENDED[dialect.name]);
   if (recommended.length === 0) return [];
   // Registered: assertSagaEntitiesRegistered would have thrown.
-  const tables = [SagaTimer, SagaOutbox].map((entity) => entityMetadata(em, entity)!.tableName);
+  const tables = [SagaTimer, SagaOutbox, SagaInbox].map((entity) => entityMetadata(em, entity)!.tableName);
   const settings = await readTableSettings(freshFork(em), dialect, tables);
   return tables.flatMap((table) => {
     const set = settings.get(table);

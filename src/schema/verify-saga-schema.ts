@@ -2,6 +2,7 @@ import type { EntityManager, EntityMetadata, EntityProperty } from '@mikro-orm/c
 import { dialectOf } from '../dialect/dialect-adapter.js';
 import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
 import { SagaHandledMessage, SagaHandledMessageSchema } from '../entities/saga-handled-message.js';
+import { SagaInbox, SagaInboxSchema } from '../entities/saga-inbox.js';
 import { SagaOutbox, SagaOutboxSchema } from '../entities/saga-outbox.js';
 import { SagaTimer, SagaTimerSchema } from '../entities/saga-timer.js';
 import { SagaDefinitionError, SagaSchemaError } from '../errors.js';
@@ -58,7 +59,7 @@ interface ExpectedTable {
   readonly indexes: readonly { readonly name: string | undefined; readonly unique: boolean; readonly tail: string }[];
 }
 
-const LIBRARY_ENTITIES = [SagaTimer, SagaOutbox, SagaHandledMessage];
+const LIBRARY_ENTITIES = [SagaTimer, SagaOutbox, SagaHandledMessage, SagaInbox];
 const BASE_PROPERTIES = ['id', 'createdAt', 'updatedAt', 'completedAt', 'version'];
 
 function libraryTable(meta: EntityMetadata): ExpectedTable {
@@ -89,7 +90,8 @@ export function typeFamily(type: string): string {
     [/json/, 'json'],
     [/time|date/, 'datetime'],
     [/bool/, 'boolean'],
-    [/int/, 'integer'],
+    // `bigserial` (an auto-assigned bigint, as MikroORM declares one) is an integer column.
+    [/int|serial/, 'integer'],
     [/char|text|clob|string/, 'text'],
     [/real|double|float|numeric|decimal/, 'number'],
   ];
@@ -144,7 +146,7 @@ function compareIndex(table: string, index: ExpectedTable['indexes'][number], ac
 
 /**
  * Compares the connected database with what the library needs (`saga_timer`, `saga_outbox`,
- * `saga_handled_message`: every column, its type family and nullability, the filtered unique pending-name
+ * `saga_handled_message`, `saga_inbox`: every column, its type family and nullability, the filtered unique pending-name
  * index and the partial due indexes) and with each registered saga table (the base columns and the
  * active-row index). Reads the catalog only: PostgreSQL `information_schema` and `pg_indexes`, SQLite
  * `pragma_table_info` and `sqlite_master`. Tables of the connection's default schema.
@@ -208,7 +210,7 @@ export async function verifySagaSchemaThrough(options: VerifySagaSchemaOptions, 
 
 /** The library's tables: their schemas name them, whatever the app's naming strategy. */
 const LIBRARY_TABLES: ReadonlySet<string> = new Set(
-  [SagaTimerSchema, SagaOutboxSchema, SagaHandledMessageSchema].map((schema) => schema.meta.tableName),
+  [SagaTimerSchema, SagaOutboxSchema, SagaHandledMessageSchema, SagaInboxSchema].map((schema) => schema.meta.tableName),
 );
 
 /**

@@ -62,5 +62,5 @@ export function missTimersSupersededInBacklog(db: DatabaseContext, backlogBefore
  */
 function inSagaOrder(db: DatabaseContext, condition: string): string {
   const { table, column: c } = db.tables.timer;
-  return db.dialect.supportsSkipLocked ? `${c.id} in (${lockedInSagaOrder(c, table, condition, true)})` : condition;
+  return db.dialect.supportsSkipLocked ? `${c.id} in (${lockedInSagaOrder({ ...c, saga: c.sagaId }, table, condition, true)})` : condition;
 }

@@ -60,6 +60,19 @@ const CLAIMED: Readonly<Record<DispatchTable, readonly string[]>> = {
     'lastError',
     'createdAt',
   ],
+  [DISPATCH_TABLES.inbox]: [
+    'id',
+    'sagaType',
+    'sagaKey',
+    'messageType',
+    'payload',
+    'messageId',
+    'correlationId',
+    'availableAt',
+    'token',
+    'attempts',
+    'lastError',
+  ],
 };
 
 /**
@@ -152,8 +165,8 @@ function claimOnly(db: DatabaseContext, table: DispatchTable, claim: ClaimParts,
  * UPDATE does, when another transaction changed a row after this statement's snapshot.
  */
 function claimAndStart(db: DatabaseContext, table: DispatchTable, claim: ClaimParts, params: unknown[]): SqlStatement {
-  const { table: name, column: c } = dispatchTableNames(db, table);
-  const picked = `select ${c.id}, ${c.sagaType} as "st", ${c.sagaId} as "si", ${c.availableAt} as "av", ${c.attempts} as "at",
+  const { table: name, column: c, sagaColumn } = dispatchTableNames(db, table);
+  const picked = `select ${c.id}, ${c.sagaType} as "st", ${sagaColumn} as "si", ${c.availableAt} as "av", ${c.attempts} as "at",
        case when ${claim.lost} then 1 else 0 end as "lost", ${c.lastError} as "le" from ${name}
      where ${c.id} in (select ${c.id} from "locked")${db.dialect.supportsSkipLocked ? ' for update' : ''}`;
   return {
@@ -177,19 +190,42 @@ function claimAndStart(db: DatabaseContext, table: DispatchTable, claim: ClaimPa
   };
 }
 
-/** "Due at `now`" (three parameters: now, now, and the latest start a lost delivery is taken over from). */
-function due(db: DatabaseContext, table: DispatchTable): string {
+/**
+ * "Due at `now`" (three parameters: now, now, and the latest start a lost delivery is taken over from). A staged
+ * delivery is due only as the first pending row of its saga (`firstOfItsSaga`).
+ */
+function due(db: DatabaseContext, table: DispatchTable, firstOfSagaOnly = true): string {
   const c = dispatchTableNames(db, table).column;
   const mayStillRun = `${c.deliveryStartedAt} is not null and ${c.deliveryStartedAt} > ?`;
-  return `${c.dispatchedAt} is null and ${c.availableAt} <= ? and (${c.lockedUntil} is null or (${c.lockedUntil} <= ? and not (${mayStillRun})))`;
+  const first = table === DISPATCH_TABLES.inbox && firstOfSagaOnly ? ` and ${firstOfItsSaga(db)}` : '';
+  return `${c.dispatchedAt} is null and ${c.availableAt} <= ? and (${c.lockedUntil} is null or (${c.lockedUntil} <= ? and not (${mayStillRun})))${first}`;
 }
 
-/** Due pending rows at `now` (for the drain helpers' report). */
-export async function countDueRows(db: DatabaseContext, table: DispatchTable, now: Date): Promise<number> {
+/**
+ * "The first pending row of its saga" (type and correlation value), by order key: the deliveries of one saga run one at
+ * a time in commit order. A row backing off after a failure, or not yet due, holds the later ones; once it leaves the
+ * pending set (delivered, ignored, dead-lettered) the next is claimed. Without locks: a claim cannot miss an earlier row
+ * committed meanwhile (that row's stager held the saga key's lock until its COMMIT, before the later row took its order
+ * key). A scalar subquery, run per candidate row as one descent of `saga_inbox_saga_key_idx` (its predicate, `outcome
+ * is null`, is what this says of "pending"): as NOT EXISTS, PostgreSQL joined it with every pending row when
+ * statistics said few were pending.
+ */
+function firstOfItsSaga(db: DatabaseContext): string {
+  const { table, column: c } = db.tables.inbox;
+  const earlier = (column: string) => `"earlier".${column}`;
+  return `${table}.${c.orderKey} = (select min(${earlier(c.orderKey)}) from ${table} as "earlier"
+       where ${earlier(c.sagaType)} = ${table}.${c.sagaType} and ${earlier(c.sagaKey)} = ${table}.${c.sagaKey} and ${earlier(c.outcome)} is null)`;
+}
+
+/**
+ * Due pending rows at `now` (for the drain helpers' report). Staged deliveries: the first of each saga, or with
+ * `laterOfTheirSaga` every due one (a saga's take a pass each).
+ */
+export async function countDueRows(db: DatabaseContext, table: DispatchTable, now: Date, laterOfTheirSaga = false): Promise<number> {
   const { table: name } = dispatchTableNames(db, table);
   // Three parameters for due()'s three placeholders (a started delivery counts once it started at or before `now`).
   const rows = await queryRows<{ n: number | string }>(db.autocommit, {
-    sql: `select count(*) as "n" from ${name} where ${due(db, table)}`,
+    sql: `select count(*) as "n" from ${name} where ${due(db, table, !laterOfTheirSaga)}`,
     params: [now, now, now],
   });
   return Number(rows[0]?.n ?? 0);

@@ -55,7 +55,7 @@ function claimedRowsUpdate(
   write: ClaimedRowsWrite,
   skipLocked: boolean,
 ): SqlStatement {
-  const { table: name, column: c } = dispatchTableNames(db, table);
+  const { table: name, column: c, sagaColumn } = dispatchTableNames(db, table);
   const held = heldCondition(db, table, chunk);
   // The UPDATE checks the pending condition on the row it locked, in a form the claim index's predicate does not
   // match (DialectAdapter.pendingById): with `dispatched_at is null`, on statistics that said few rows were
@@ -66,7 +66,7 @@ function claimedRowsUpdate(
   const pending = `${db.dialect.pendingById(c.dispatchedAt)}${write.condition ?? ''}`;
   return {
     sql: `update ${name} set ${write.set}
-       where ${db.dialect.supportsSkipLocked ? `${c.id} = any(array(${lockedInSagaOrder(c, name, held.condition, skipLocked)}))` : held.condition} and ${pending}
+       where ${db.dialect.supportsSkipLocked ? `${c.id} = any(array(${lockedInSagaOrder({ ...c, saga: sagaColumn }, name, held.condition, skipLocked)}))` : held.condition} and ${pending}
        returning ${c.id} as "id"`,
     params: [...write.params, ...held.params],
   };

@@ -1,6 +1,7 @@
 import type { EntityManager, EntityMetadata } from '@mikro-orm/core';
 import { type DialectAdapter, dialectOf } from '../dialect/dialect-adapter.js';
 import { SagaHandledMessage } from '../entities/saga-handled-message.js';
+import { SagaInbox } from '../entities/saga-inbox.js';
 import { SagaOutbox } from '../entities/saga-outbox.js';
 import type { SagaState } from '../entities/saga-state.js';
 import { SagaTimer } from '../entities/saga-timer.js';
@@ -44,6 +45,20 @@ export interface StoredColumn {
 export type TimerProperty = keyof SagaTimer & string;
 /** The properties of `SagaOutbox`. */
 export type OutboxProperty = keyof SagaOutbox & string;
+/** The properties of `SagaInbox`. */
+export type InboxProperty = keyof SagaInbox & string;
+/** The properties every dispatch table (timers, outbox, staged deliveries) has. */
+export type DispatchProperty = TimerProperty & OutboxProperty & InboxProperty;
+
+/** A dispatch table's names: typed with the columns the three share (the object holds every column of the table). */
+export interface DispatchTableNames extends TableNames<DispatchProperty> {
+  /**
+   * The quoted column naming a row's saga within its type: `saga_id`, or `saga_key` (the correlation value) for a
+   * staged delivery, whose saga may not exist yet. The rows of one saga share a delivery lane and a lock order.
+   */
+  readonly sagaColumn: string;
+}
+
 /** The properties of `SagaHandledMessage`. */
 export type HandledMessageProperty = keyof SagaHandledMessage & string;
 
@@ -62,7 +77,10 @@ export interface SagaTableNames extends TableNames<keyof SagaState & string> {
 export interface LibraryTables {
   readonly timer: TableNames<TimerProperty>;
   readonly outbox: TableNames<OutboxProperty>;
+  readonly inbox: TableNames<InboxProperty>;
   readonly handledMessage: TableNames<HandledMessageProperty>;
+  /** The three tables the dispatcher drains, with the columns they share (`dispatchTableNames`). */
+  readonly dispatch: { readonly timer: DispatchTableNames; readonly outbox: DispatchTableNames; readonly inbox: DispatchTableNames };
   /** The table of a saga's state entity (`meta`: its metadata), read once and kept. */
   saga(meta: EntityMetadata): SagaTableNames;
 }
@@ -96,19 +114,33 @@ export interface DatabaseContext {
  * @throws SagaDefinitionError `DEFINITION_INVALID` when one of the library's entities is not registered in MikroORM.
  */
 export function createDatabaseContext(em: EntityManager): DatabaseContext {
+  const timer = libraryTable<TimerProperty>(em, SagaTimer);
+  const outbox = libraryTable<OutboxProperty>(em, SagaOutbox);
+  const inbox = libraryTable<InboxProperty>(em, SagaInbox);
   return {
     em,
     autocommit: freshFork(em),
     dialect: dialectOf(em),
     transactions: createUnitTransactions(),
     tables: {
-      timer: libraryTable(em, SagaTimer),
-      outbox: libraryTable(em, SagaOutbox),
+      timer,
+      outbox,
+      inbox,
       handledMessage: libraryTable(em, SagaHandledMessage),
+      dispatch: {
+        timer: dispatchTable(timer, timer.column.sagaId),
+        outbox: dispatchTable(outbox, outbox.column.sagaId),
+        inbox: dispatchTable(inbox, inbox.column.sagaKey),
+      },
       saga: sagaTables(em),
     },
     orm: watchOrmClose(em),
   };
+}
+
+/** A dispatch table's names, typed with the columns the three share, and the column naming a row's saga. */
+function dispatchTable(names: TableNames<DispatchProperty>, sagaColumn: string): DispatchTableNames {
+  return { ...names, sagaColumn };
 }
 
 /** The names of one of the library's own entities, read from its metadata. */

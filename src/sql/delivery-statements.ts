@@ -1,4 +1,4 @@
-import { OUTBOX_OUTCOMES, TIMER_OUTCOMES } from '../entities/dispatch-states.js';
+import { INBOX_OUTCOMES, OUTBOX_OUTCOMES, TIMER_OUTCOMES } from '../entities/dispatch-states.js';
 import { storableText } from '../text/storable-text.js';
 import { type ClaimedRowsAnswer, updateClaimedRows, updateClaimedRowsNotWaiting } from './claimed-row-updates.js';
 import type { DatabaseContext } from './database-context.js';
@@ -121,6 +121,13 @@ export function recordFailure(db: DatabaseContext, table: DispatchTable, failure
   return runStatement(db.autocommit, updateClaimedRow(db, table, failure.claim, set, params));
 }
 
+/** The dead-lettered outcome of each table (the same word in each). */
+const DEAD_LETTERED = {
+  [DISPATCH_TABLES.timer]: TIMER_OUTCOMES.DEAD_LETTERED,
+  [DISPATCH_TABLES.outbox]: OUTBOX_OUTCOMES.DEAD_LETTERED,
+  [DISPATCH_TABLES.inbox]: INBOX_OUTCOMES.DEAD_LETTERED,
+} as const;
+
 /** A row to retire. */
 export interface DeadLetterRecord {
   readonly claim: Claim;
@@ -143,7 +150,7 @@ export interface DeadLetterRecord {
  */
 export function deadLetter(db: DatabaseContext, table: DispatchTable, record: DeadLetterRecord): Promise<number> {
   const { column: c } = dispatchTableNames(db, table);
-  const outcome = table === DISPATCH_TABLES.timer ? TIMER_OUTCOMES.DEAD_LETTERED : OUTBOX_OUTCOMES.DEAD_LETTERED;
+  const outcome = DEAD_LETTERED[table];
   const set = `${c.attempts} = ${c.attempts} + ${record.countsAnAttempt ? 1 : 0}, ${c.lastError} = ?, ${c.lockedUntil} = null,
        ${c.token} = ${db.dialect.newTokenSql}, ${c.dispatchedAt} = ?, ${c.outcome} = ?, ${c.deadLetteredAt} = ?, ${c.deadLetterReason} = ?`;
   const params = [

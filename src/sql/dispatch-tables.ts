@@ -1,22 +1,24 @@
-import type { DatabaseContext, OutboxProperty, TableNames, TimerProperty } from './database-context.js';
+import type { DatabaseContext, DispatchTableNames } from './database-context.js';
+
+export type { DispatchProperty, DispatchTableNames } from './database-context.js';
 
 /**
- * The two tables the dispatcher drains, as the library names them to its callers (telemetry, errors, options);
- * they share their dispatch columns. The statements read the tables' real names from the context
- * (`dispatchTableNames`).
+ * The tables the dispatcher drains, as the library names them to its callers (telemetry, errors, options): timers,
+ * the outbox and the deliveries staged from the application's transactions. They share their dispatch columns. The
+ * statements read the tables' real names from the context (`dispatchTableNames`).
  */
-export const DISPATCH_TABLES = { timer: 'saga_timer', outbox: 'saga_outbox' } as const;
+export const DISPATCH_TABLES = { timer: 'saga_timer', outbox: 'saga_outbox', inbox: 'saga_inbox' } as const;
 export type DispatchTable = (typeof DISPATCH_TABLES)[keyof typeof DISPATCH_TABLES];
 
-/** The properties both dispatch tables have. */
-export type DispatchProperty = TimerProperty & OutboxProperty;
+/** The context's key of each dispatch table. */
+const CONTEXT_KEY = { saga_timer: 'timer', saga_outbox: 'outbox', saga_inbox: 'inbox' } as const satisfies Record<
+  DispatchTable,
+  keyof typeof DISPATCH_TABLES
+>;
 
-/**
- * The names of `table` as the context read them from MikroORM's metadata, typed with the columns both tables share
- * (the object holds every column of the table).
- */
-export function dispatchTableNames(db: DatabaseContext, table: DispatchTable): TableNames<DispatchProperty> {
-  return table === DISPATCH_TABLES.timer ? db.tables.timer : db.tables.outbox;
+/** The names of `table` as the context read them from MikroORM's metadata. */
+export function dispatchTableNames(db: DatabaseContext, table: DispatchTable): DispatchTableNames {
+  return db.tables.dispatch[CONTEXT_KEY[table]];
 }
 
 /** One claimed row: its id and the token of the claim. */
@@ -42,11 +44,11 @@ export function diedWithItsDispatcher(lastError: string | null | undefined): boo
   return lastError?.startsWith(LEASE_EXPIRED_PREFIX) ?? false;
 }
 
-/** The columns {@link lockedInSagaOrder} orders by. */
+/** The columns {@link lockedInSagaOrder} orders by: a dispatch table's id, saga type and the column naming its saga. */
 interface SagaOrderColumns {
   readonly id: string;
   readonly sagaType: string;
-  readonly sagaId: string;
+  readonly saga: string;
 }
 
 /**
@@ -58,5 +60,5 @@ interface SagaOrderColumns {
  */
 export function lockedInSagaOrder(c: SagaOrderColumns, table: string, condition: string, skipLocked = false): string {
   return `select ${c.id} from ${table} where ${condition}
-         order by ${c.sagaType} collate "C", ${c.sagaId}, ${c.id} for update${skipLocked ? ' skip locked' : ''}`;
+         order by ${c.sagaType} collate "C", ${c.saga}, ${c.id} for update${skipLocked ? ' skip locked' : ''}`;
 }

@@ -12,6 +12,7 @@ export function passAttributes(result: DispatchPassResult): Attributes {
   for (const [table, counts] of [
     ['timer', result.timers],
     ['outbox', result.outbox],
+    ['inbox', result.inbox],
   ] as const) {
     for (const [name, count] of Object.entries(counts)) attributes[`saga.dispatch.${table}.${snakeCase(name)}`] = count;
   }
@@ -24,8 +25,7 @@ export function passAttributes(result: DispatchPassResult): Attributes {
  * row, or failed, records one: a dispatcher polls every few seconds, and an empty pass says nothing.
  */
 export function recordPassSpan(tracer: Tracer, startTime: number, result: DispatchPassResult, error?: unknown): void {
-  const busy = result.timers.claimed + result.timers.missed + result.outbox.claimed > 0;
-  if (!busy && error === undefined) return;
+  if (!passWasBusy(result) && error === undefined) return;
   const span = tracer.startSpan(SPAN_NAMES.dispatch, {
     kind: SpanKind.INTERNAL,
     root: true,
@@ -34,4 +34,9 @@ export function recordPassSpan(tracer: Tracer, startTime: number, result: Dispat
   });
   if (error !== undefined) recordFailure(span, error);
   span.end();
+}
+
+/** Whether a pass claimed or stamped a row. */
+export function passWasBusy(result: DispatchPassResult): boolean {
+  return result.timers.claimed + result.timers.missed + result.outbox.claimed + result.inbox.claimed > 0;
 }

@@ -6,8 +6,10 @@ export const TELEMETRY_SCOPE = 'mikro-orm-saga';
 
 /**
  * Every counter the library keeps, with its OpenTelemetry instrument name. Each event is counted in one place:
- * what a unit of work decides (started, handled, ignored, completed, stale and discarded timer deliveries, ...) by
- * the runtime; what a dispatcher decides (fired, missed, failed, dead-lettered, published) by the dispatcher.
+ * what a unit of work decides (started, handled, ignored, completed, stale and discarded timer deliveries, ...) and
+ * what the application stages (`saga.inbox.staged`, `saga.outbox.staged`: staging calls, whether or not the
+ * application's transaction then committed) by the runtime; what a dispatcher decides (fired, missed, failed,
+ * dead-lettered, published, staged deliveries delivered) by the dispatcher.
  * `ignoredNoInstance` and `ignoredCompleted` are one instrument, told apart by its `saga.ignore.reason` attribute.
  */
 export const SAGA_COUNTERS = {
@@ -31,6 +33,13 @@ export const SAGA_COUNTERS = {
   messagesPublished: 'saga.outbox.published',
   messagesFailed: 'saga.outbox.failed',
   messagesDeadLettered: 'saga.outbox.dead_lettered',
+  messagesStaged: 'saga.outbox.staged',
+  deliveriesStaged: 'saga.inbox.staged',
+  stagedDelivered: 'saga.inbox.delivered',
+  stagedStale: 'saga.inbox.stale',
+  stagedFailed: 'saga.inbox.failed',
+  stagedContended: 'saga.inbox.contended',
+  stagedDeadLettered: 'saga.inbox.dead_lettered',
 } as const;
 
 /** A counter of {@link SAGA_COUNTERS}. */
@@ -74,6 +83,19 @@ const COUNTER_UNITS: Readonly<Record<SagaCounterName, { readonly unit: string; r
   messagesPublished: { unit: '{message}', description: 'Outbox messages the publisher accepted.' },
   messagesFailed: { unit: '{message}', description: 'Failed publishes, backed off.' },
   messagesDeadLettered: { unit: '{message}', description: 'Outbox messages retired after too many failed publishes.' },
+  messagesStaged: {
+    unit: '{message}',
+    description: 'Outgoing messages the application staged (stageMessage calls, whether or not its transaction committed).',
+  },
+  deliveriesStaged: {
+    unit: '{message}',
+    description: 'Saga deliveries the application staged (stageDelivery calls, whether or not its transaction committed).',
+  },
+  stagedDelivered: { unit: '{message}', description: 'Staged deliveries a step ran for; their stamp committed with the step.' },
+  stagedStale: { unit: '{message}', description: 'Staged deliveries dropped: their claim was taken over meanwhile.' },
+  stagedFailed: { unit: '{message}', description: 'Failed staged deliveries, backed off.' },
+  stagedContended: { unit: '{message}', description: 'Staged deliveries given back because their saga stayed busy.' },
+  stagedDeadLettered: { unit: '{message}', description: 'Staged deliveries retired after too many failed deliveries.' },
 };
 
 /** The attributes a counter adds to `saga.type`: the two ignored counters are one instrument. */

@@ -8,7 +8,7 @@
 // by replaying what the claim sent as EXPLAIN ANALYZE, in a transaction that is rolled back.
 // The statements that find rows by id (start marks, lease renewals, published stamps, releases, failures, dead
 // letters, the operator's timer commands) look them up by primary key, never through the claim index (which looks
-// tiny then) nor by reading the whole table. Their plans are read with EXPLAIN, which runs nothing.
+// tiny then) nor by reading the whole table; saga_inbox's by its unique index on id (its primary key is its order key). Their plans are read with EXPLAIN, which runs nothing.
 import type { MikroORM } from '@mikro-orm/core';
 import { describe, expect, it } from 'vitest';
 import { SagaRuntime } from '../../src/index.js';
@@ -58,6 +58,12 @@ const SEED = {
      select gen_random_uuid(), 'scripted', gen_random_uuid(), 'tick', ?::timestamptz + i * interval '1 ms', ?::timestamptz + i * interval '1 ms',
        'Tick', '{"type":"Tick"}', gen_random_uuid(), 0, ?, ${dispatched ? `?, 'fired'` : 'null, null'}
      from generate_series(1, ?) as i returning 1`,
+  // Each row a saga of its own: every pending row is the first of its saga, and so due.
+  saga_inbox: (dispatched: boolean) =>
+    `insert into saga_inbox (id, saga_type, saga_key, message_type, payload, available_at, token, attempts, created_at, dispatched_at, outcome)
+     select gen_random_uuid(), 'scripted', gen_random_uuid()::text, 'Relayed', '{"type":"Relayed"}', ?::timestamptz + i * interval '1 ms',
+       gen_random_uuid(), 0, ?, ${dispatched ? `?, 'delivered'` : 'null, null'}
+     from generate_series(1, ?) as i returning 1`,
 } as const;
 
 /** Inserts `count` rows into `table`, available from `from` on, 1 ms apart; `dispatched` rows are history. */
@@ -87,10 +93,10 @@ for (const scenario of ['never analyzed', 'analyzed before a burst'] as const) {
       // What PostgreSQL believes: no statistics, or statistics that say no row is pending.
       const stats = await queryRows<{ tablename: string; null_frac: number }>(
         db().orm.em.fork(),
-        `select tablename, null_frac from pg_stats where tablename in ('saga_outbox', 'saga_timer') and attname = 'dispatched_at'`,
+        `select tablename, null_frac from pg_stats where tablename in ('saga_outbox', 'saga_timer', 'saga_inbox') and attname = 'dispatched_at'`,
         [],
       );
-      expect(stats.map((s) => s.null_frac)).toEqual(scenario === 'never analyzed' ? [] : [0, 0]);
+      expect(stats.map((s) => s.null_frac)).toEqual(scenario === 'never analyzed' ? [] : [0, 0, 0]);
       const [server] = await queryRows<{ jit: string }>(db().orm.em.fork(), `select current_setting('jit') as "jit"`, []);
 
       const sent: { readonly sql: string; readonly params: readonly unknown[] }[] = [];
@@ -192,9 +198,16 @@ describe('statements that find dispatch rows by id (postgresql)', () => {
        from generate_series(1, ?) returning 1`,
       [past, past, past, PENDING],
     );
+    await queryRows(
+      seed,
+      `insert into saga_inbox (id, saga_type, saga_key, message_type, payload, available_at, token, attempts, created_at)
+       select gen_random_uuid(), 'scripted', gen_random_uuid()::text, 'Relayed', '{"type":"Relayed"}', ?, gen_random_uuid(), 0, ?
+       from generate_series(1, ?) returning 1`,
+      [past, past, PENDING],
+    );
     const analyzed = await queryRows<{ n: string }>(
       seed,
-      `select count(*) as "n" from pg_stats where tablename in ('saga_outbox', 'saga_timer') and attname = 'dispatched_at'`,
+      `select count(*) as "n" from pg_stats where tablename in ('saga_outbox', 'saga_timer', 'saga_inbox') and attname = 'dispatched_at'`,
       [],
     );
     expect(Number(analyzed[0]!.n)).toBe(0);
@@ -262,7 +275,13 @@ describe('statements that find dispatch rows by id (postgresql)', () => {
     for (const { what, sql, params } of written) {
       const [row] = await queryRows<{ 'QUERY PLAN': unknown }>(orm.em.fork(), `explain (format json) ${sql}`, params);
       const plan = JSON.stringify(row!['QUERY PLAN']);
-      plans.push({ what, claimIndex: /_claim_idx/.test(plan), wholeTable: /"Seq Scan"/.test(plan), primaryKey: /_pkey/.test(plan) });
+      // saga_inbox's primary key is its order key: its rows are found by id through its unique index on id.
+      plans.push({
+        what,
+        claimIndex: /_claim_idx/.test(plan),
+        wholeTable: /"Seq Scan"/.test(plan),
+        primaryKey: /_pkey|_id_uniq/.test(plan),
+      });
     }
     expect(plans).toEqual(plans.map(({ what }) => ({ what, claimIndex: false, wholeTable: false, primaryKey: true })));
   });

@@ -3,13 +3,27 @@
 // or fails with a typed SagaError, and then the saga table, saga_timer and saga_outbox hold no part of it.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { defineSaga, SAGA_ERROR_CODES, SagaError, SagaRuntime, WeekdayCalendar } from '../../src/index.js';
-import { textProblem } from '../../src/saga/stored-text.js';
+import { SAGA_ERROR_CODES, SagaRuntime, WeekdayCalendar } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { EARLIEST_DUE_AT_MS, LATEST_DUE_AT_MS } from '../../src/time/due-date-range.js';
 import { NumberedSaga, numberedSaga } from '../fixtures/numbered-saga.js';
 import { type Action, ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import { DIALECTS } from '../support/databases.js';
+import {
+  correlationValue,
+  delay,
+  dueDate,
+  expectTyped,
+  headers,
+  isAcceptedKey,
+  longString,
+  nastyString,
+  number,
+  outcomeOf,
+  payload,
+  probeSaga,
+  timerName,
+} from '../support/hostile-input.js';
 import { rowsOf } from '../support/rows.js';
 import { uniqueKey, useDatabase } from '../support/suite.js';
 
@@ -17,92 +31,6 @@ import { uniqueKey, useDatabase } from '../support/suite.js';
 const RUNS = Number(process.env.FC_RUNS ?? 60);
 // Generous for a loaded machine: about 30 ms per run is typical.
 const TIMEOUT_MS = Math.max(60_000, RUNS * 1_000);
-
-// ---- arbitraries -------------------------------------------------------------------------------------------
-
-const nastyUnit = fc.oneof(
-  fc.constantFrom('\u0000', '\uD800', '\uDBFF', '\uDC00', '\uDFFF', '😀', 'é', '$', '%', '"', '\\', '\uFFFF', ' '),
-  fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }),
-);
-const nastyString = fc.string({ unit: nastyUnit, maxLength: 24 });
-/** Strings around the 100- and 200-character column limits, in one- and two-unit characters. */
-const longString = fc.tuple(fc.integer({ min: 95, max: 205 }), fc.constantFrom('x', '😀')).map(([n, c]) => c.repeat(n));
-const number = fc.oneof(
-  fc.double(),
-  fc.integer(),
-  fc.constantFrom(Number.MAX_VALUE, Number.MIN_VALUE, -0, 1e21, 2 ** 53 + 2, Number.NaN, Number.NEGATIVE_INFINITY),
-);
-const scalar = fc.oneof(nastyString, longString, number, fc.bigInt(), fc.boolean(), fc.constant(null), fc.constant(undefined));
-const operatorKey = fc.constantFrom('$ne', '$like', '$in', '$gt', '$eq', '$or', '$and', '$not', '__proto__', 'toString', 'constructor');
-const queryOperator = fc.dictionary(operatorKey, fc.oneof(fc.jsonValue({ maxDepth: 2 }), scalar), { minKeys: 1, maxKeys: 3 });
-/** A correlation value of every JSON type and then some. */
-const correlationValue = fc.oneof(scalar, queryOperator, fc.array(scalar, { maxLength: 3 }), fc.jsonValue({ maxDepth: 2 }));
-
-/** A value nested `depth` levels deep, in objects or arrays. */
-const deep = fc.tuple(fc.integer({ min: 1, max: 300 }), fc.boolean()).map(([depth, inArrays]) => {
-  let value: unknown = 'leaf';
-  for (let i = 0; i < depth; i++) value = inArrays ? [value] : { d: value };
-  return value;
-});
-const nastyObject = fc.dictionary(nastyString, fc.oneof(scalar, fc.jsonValue({ maxDepth: 2 })), { maxKeys: 4 });
-const payload = fc.oneof(fc.jsonValue({ maxDepth: 4 }), scalar, deep, nastyObject, fc.array(scalar, { maxLength: 4 }));
-const headers = fc.option(
-  fc.dictionary(fc.oneof(nastyString, fc.constantFrom('trace', 'tenant')), fc.oneof(nastyString, longString, fc.integer())),
-  {
-    nil: undefined,
-  },
-);
-const timerName = fc.oneof(nastyString, longString, fc.constantFrom('t', 'reminder', ' ', ''));
-
-const durationKey = fc.constantFrom('days', 'hours', 'minutes', 'seconds', 'milliseconds', 'weeks', '__proto__', 'toString');
-const delay = fc.oneof(
-  number,
-  fc.integer({ min: 0, max: 2 ** 48 }),
-  fc.bigInt(),
-  fc.constantFrom({}, Object.create({ days: 1 }), [], '5s', null),
-  fc.dictionary(durationKey, fc.oneof(number, fc.bigInt(), fc.string({ maxLength: 3 }), fc.integer({ min: 0, max: 10_000 })), {
-    maxKeys: 3,
-  }),
-);
-const dueDate = fc.date({ noInvalidDate: false });
-
-// ---- a saga whose steps never look at the message, so that every failure is the runtime's ----------------
-
-type ProbeMessage = { readonly type: 'Start' | 'Do'; readonly key: unknown };
-const probeSaga = defineSaga<ScriptedSaga, ProbeMessage>({
-  name: 'probe',
-  state: ScriptedSaga,
-  correlation: { property: 'key', from: (m) => m.key },
-  startedBy: ['Start'],
-  steps: {
-    Start(saga) {
-      saga.counter++;
-    },
-    Do(saga) {
-      saga.counter++;
-    },
-  },
-});
-
-/** Whether a string is a correlation value the scripted saga's `key` column (varchar(100)) accepts. */
-function isAcceptedKey(value: unknown): value is string {
-  return typeof value === 'string' && value !== '' && [...value].length <= 100 && textProblem(value) === undefined;
-}
-
-/** A typed error of the library, with a code it declares, or a failure of the test. */
-function expectTyped(error: unknown, codes: readonly string[]): void {
-  expect(error, String(error)).toBeInstanceOf(SagaError);
-  expect(Object.values(SAGA_ERROR_CODES)).toContain((error as SagaError).code);
-  expect(codes, (error as Error).message).toContain((error as SagaError).code);
-}
-
-async function outcomeOf<T>(call: Promise<T>): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
-  try {
-    return { ok: true, value: await call };
-  } catch (error) {
-    return { ok: false, error };
-  }
-}
 
 for (const dialect of DIALECTS) {
   describe(`hostile input, property-based (${dialect})`, () => {

@@ -59,7 +59,7 @@ for (const dialect of DIALECTS) {
       clock.advance({ days: 30 });
       expect(await ops.purge({ dispatchedBefore: beforeDispatch })).toMatchObject({ timers: 0, outbox: 0 });
       const kept = await ops.purge({ dispatchedBefore: new Date(clock.now().getTime() - HOUR_MS) });
-      expect(kept).toEqual({ timers: 1, outbox: 1, sagas: {}, messageIds: 0, batches: 2 });
+      expect(kept).toEqual({ timers: 1, outbox: 1, inbox: 0, sagas: {}, messageIds: 0, batches: 3 });
       expect((await rows.timers({ sagaId: id })).map((t) => [t.name, t.outcome])).toEqual(
         expect.arrayContaining([
           ['later', null],
@@ -82,10 +82,10 @@ for (const dialect of DIALECTS) {
       await twoPasses();
       clock.advance({ days: 1 });
       const first = await ops.purge({ dispatchedBefore: clock.now(), batchSize: 2, maxBatches: 2 });
-      expect(first).toMatchObject({ timers: 4, outbox: 0, batches: 3 });
+      expect(first).toMatchObject({ timers: 4, outbox: 0, inbox: 0, batches: 4 });
       expect(await rows.timers()).toHaveLength(1);
       const rest = await ops.purge({ dispatchedBefore: clock.now(), batchSize: 2 });
-      expect(rest).toMatchObject({ timers: 1, batches: 2 });
+      expect(rest).toMatchObject({ timers: 1, batches: 3 });
       expect(await rows.timers()).toEqual([]);
     });
 
@@ -104,7 +104,7 @@ for (const dialect of DIALECTS) {
         sagas: { scripted: 0 },
       });
       const report = await ops.purge({ completedSagasBefore: clock.now() });
-      expect(report).toEqual({ timers: 0, outbox: 0, sagas: { scripted: 1 }, messageIds: 0, batches: 1 });
+      expect(report).toEqual({ timers: 0, outbox: 0, inbox: 0, sagas: { scripted: 1 }, messageIds: 0, batches: 1 });
       expect((await rows.sagas()).map((s) => s.id).sort()).toEqual([waitingId, activeId].sort());
       expect(await rows.timers({ sagaId: doneId })).toEqual([]);
       expect(await rows.outbox(doneId)).toEqual([]);

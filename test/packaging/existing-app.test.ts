@@ -173,7 +173,7 @@ describe.runIf(LOADED_ORM_MAJOR === 6)('examples/existing-app (a MikroORM 6 app)
         expect(migration).toMatch(
           /create unique index "saga_timer_pending_name_uniq" on "saga_timer" \("saga_type", "saga_id", "name"\) where "dispatched_at" is null/,
         );
-        for (const table of ['saga_timer', 'saga_outbox', 'saga_handled_message', 'order_saga']) {
+        for (const table of ['saga_timer', 'saga_outbox', 'saga_handled_message', 'saga_inbox', 'order_saga']) {
           expect(migration).toMatch(new RegExp(`create table "${table}"`));
         }
         expect(migration).toMatch(

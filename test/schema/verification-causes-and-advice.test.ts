@@ -19,7 +19,7 @@ import { createTestDatabase, DIALECTS, type DialectName, type TestDatabase } fro
 import { REPO_ROOT } from '../support/repository.js';
 
 const fixtures = join(REPO_ROOT, 'test', 'fixtures');
-const LIBRARY_TABLES = ['saga_handled_message', 'saga_outbox', 'saga_timer'];
+const LIBRARY_TABLES = ['saga_handled_message', 'saga_inbox', 'saga_outbox', 'saga_timer'];
 
 for (const dialect of DIALECTS) {
   describe(`the schema check explains missing library entities and tables (${dialect})`, () => {
@@ -83,7 +83,7 @@ for (const dialect of DIALECTS) {
       expect(error).toBeInstanceOf(SagaSchemaError);
       const message = (error as Error).message;
       expect(message).toContain(
-        "Likely cause: the library's tables saga_timer, saga_outbox, saga_handled_message were dropped by a migration generated without SAGA_ENTITIES",
+        "Likely cause: the library's tables saga_timer, saga_outbox, saga_handled_message, saga_inbox were dropped by a migration generated without SAGA_ENTITIES",
       );
       expect(message).toContain("both 'entities' and 'entitiesTs'");
       expect((error as SagaSchemaError).details.causes).toHaveLength(1);

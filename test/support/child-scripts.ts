@@ -1,5 +1,5 @@
 /**
- * The entry points of the reliability tests' child processes (dispatcher-process.ts, handler-process.ts), built
+ * The entry points of the tests' child processes (dispatcher-process.ts, handler-process.ts, stager-process.ts), built
  * into plain JavaScript with vite once per test file: node starts such a child in about a third of the CPU time
  * `node --import tsx` takes (tsx transforms and resolves every module, MikroORM's included, through its loader).
  * Packages stay imports, resolved from the repository's node_modules as before (on the MikroORM 7 leg,
@@ -12,8 +12,8 @@ import { afterAll, beforeAll } from 'vitest';
 import { repoPath } from './repository.js';
 
 /** The child scripts, by name; each is `test/support/<name>.ts`. */
-export type ChildScript = 'dispatcher-process' | 'handler-process';
-const SCRIPTS: readonly ChildScript[] = ['dispatcher-process', 'handler-process'];
+export type ChildScript = 'dispatcher-process' | 'handler-process' | 'stager-process';
+const SCRIPTS: readonly ChildScript[] = ['dispatcher-process', 'handler-process', 'stager-process'];
 
 /** Where the running test file's build is (a worker runs one file at a time). */
 let current: string | undefined;

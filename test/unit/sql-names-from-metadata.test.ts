@@ -68,7 +68,7 @@ describe('SQL names from metadata', () => {
   const names = libraryNames();
 
   it('reads the names it looks for from the entity mappings', () => {
-    expect(names.tables.sort()).toEqual(['saga_handled_message', 'saga_outbox', 'saga_timer']);
+    expect(names.tables.sort()).toEqual(['saga_handled_message', 'saga_inbox', 'saga_outbox', 'saga_timer']);
     expect(names.columns).toEqual(expect.arrayContaining(['dispatched_at', 'saga_type', 'message_id', 'completed_at']));
   });
 

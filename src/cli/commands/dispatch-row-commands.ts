@@ -1,12 +1,14 @@
 import {
   type BulkResult,
   DISPATCH_ROW_STATUSES,
-  type DispatchRow,
+  type DispatchRowFields,
   type DispatchRowQuery,
   type DispatchRowStatus,
+  type InboxRow,
   type OutboxRow,
   type TimerRow,
 } from '../../operations/operation-types.js';
+import { APP_MESSAGE_SAGA_TYPE } from '../../saga/staging/stage-message.js';
 import {
   type CliCommand,
   type CliInput,
@@ -23,13 +25,14 @@ import { CliUsageError } from '../cli-usage-error.js';
 import { formatTable } from '../format-table.js';
 
 /** Rows still waiting to be delivered: their `availableAt` is when they are next tried. */
-const inPendingSet = (row: DispatchRow) => row.status === DISPATCH_ROW_STATUSES.PENDING || row.status === DISPATCH_ROW_STATUSES.LEASED;
+const inPendingSet = (row: DispatchRowFields) =>
+  row.status === DISPATCH_ROW_STATUSES.PENDING || row.status === DISPATCH_ROW_STATUSES.LEASED;
 
 /**
  * Why a row failed: a dead-lettered row's reason (else its last error), a pending row's last delivery error (it
  * is retried, or was requeued). A row delivered or retired otherwise shows none: its old error is history (`--json` keeps it).
  */
-const whyFailed = (row: DispatchRow) =>
+const whyFailed = (row: DispatchRowFields) =>
   row.status === DISPATCH_ROW_STATUSES.DEAD_LETTERED ? (row.deadLetterReason ?? row.lastError) : inPendingSet(row) ? row.lastError : null;
 
 /** When a timer fires next: a timer in the pending set when it is next tried (after a backoff or a requeue), else when it was due. */
@@ -42,7 +45,10 @@ interface RowTableOptions {
 }
 
 const sagaHeaders = ({ oneSaga }: RowTableOptions) => (oneSaga ? [] : ['saga type', 'saga id']);
-const sagaColumns = ({ oneSaga }: RowTableOptions, row: DispatchRow) => (oneSaga ? [] : [row.sagaType, row.sagaId]);
+/** A row's saga type as shown: a message the application staged itself has the saga type '' (`APP_MESSAGE_SAGA_TYPE`). */
+const shownSagaType = (sagaType: string) => (sagaType === APP_MESSAGE_SAGA_TYPE ? '(app)' : sagaType);
+const sagaColumns = ({ oneSaga }: RowTableOptions, row: DispatchRowFields & { readonly sagaId: string }) =>
+  oneSaga ? [] : [shownSagaType(row.sagaType), row.sagaId];
 
 /** Timers as a table; the last column is why the row failed, unabridged. */
 export const timerTable = (rows: readonly TimerRow[], options: RowTableOptions = {}) =>
@@ -58,16 +64,37 @@ export const outboxTable = (rows: readonly OutboxRow[], options: RowTableOptions
     rows.map((o) => [o.id, o.status, ...sagaColumns(options, o), o.messageType, o.createdAt, o.attempts, whyFailed(o)]),
   );
 
+/** Staged deliveries as a table; the last column is why the row failed, unabridged. */
+export const inboxTable = (rows: readonly InboxRow[]) =>
+  formatTable(
+    ['id', 'status', 'saga type', 'saga key', 'message', 'due', 'attempts', 'error'],
+    rows.map((r) => [r.id, r.status, r.sagaType, r.sagaKey, r.messageType, r.availableAt, r.attempts, whyFailed(r)]),
+  );
+
+const COMMON_FILTERS = {
+  type: { type: 'string', value: '<saga type>', help: 'Rows of one saga type.' },
+  'message-type': { type: 'string', value: '<type>', help: 'Rows carrying one message type.' },
+  ...PAGE_OPTIONS,
+} as const;
+
 const ROW_FILTERS = {
   status: {
     type: 'string',
     value: '<status>',
     help: 'pending, leased, dead_lettered, missed, fired, discarded or published. Default: any.',
   },
-  type: { type: 'string', value: '<saga type>', help: 'Rows of one saga type.' },
   'saga-id': { type: 'string', value: '<id>', help: 'Rows of one saga.' },
-  'message-type': { type: 'string', value: '<type>', help: 'Rows carrying one message type.' },
-  ...PAGE_OPTIONS,
+  ...COMMON_FILTERS,
+} as const;
+
+const INBOX_FILTERS = {
+  status: {
+    type: 'string',
+    value: '<status>',
+    help: 'pending, leased, dead_lettered, delivered, duplicate or ignored. Default: any.',
+  },
+  'saga-key': { type: 'string', value: '<value>', help: 'Deliveries to one saga: its correlation value, as text.' },
+  ...COMMON_FILTERS,
 } as const;
 
 function rowQuery(input: CliInput): DispatchRowQuery {
@@ -75,6 +102,7 @@ function rowQuery(input: CliInput): DispatchRowQuery {
     status: text(input, 'status') as DispatchRowStatus | undefined,
     sagaType: text(input, 'type'),
     sagaId: text(input, 'saga-id'),
+    sagaKey: text(input, 'saga-key'),
     messageType: text(input, 'message-type'),
     name: text(input, 'name'),
     limit: integer(input, 'limit', DEFAULT_CLI_LIMIT)!,
@@ -168,5 +196,28 @@ export const OUTBOX_COMMANDS: readonly CliCommand[] = [
     options: {},
     confirm: (input) => `Requeue ${input.positionals.length} dead-lettered outbox row(s)?`,
     run: async ({ ops }, input) => bulkOutput(await ops.requeueOutbox(ids(input))),
+  },
+];
+
+/** The `inbox ...` commands: the deliveries the application staged for its sagas (`stageDelivery()`). */
+export const INBOX_COMMANDS: readonly CliCommand[] = [
+  {
+    name: 'inbox list',
+    summary: 'Staged deliveries, newest first, filtered in SQL; the ERROR column says why a delivery failed.',
+    details: "A saga's deliveries run one at a time in commit order: a pending one holds the later ones of its saga.",
+    options: INBOX_FILTERS,
+    async run({ ops }, input) {
+      const page = await ops.listInbox(rowQuery(input));
+      return { data: page, text: withNextPage(inboxTable(page.items), page.nextCursor) };
+    },
+  },
+  {
+    name: 'inbox requeue',
+    args: '<id>...',
+    summary: 'Put dead-lettered staged deliveries back in the pending set: due now, attempts 0, new token.',
+    details: `A requeued delivery keeps its place among its saga's deliveries. ${BULK_DETAILS}`,
+    options: {},
+    confirm: (input) => `Requeue ${input.positionals.length} dead-lettered staged delivery(ies)?`,
+    run: async ({ ops }, input) => bulkOutput(await ops.requeueInbox(ids(input))),
   },
 ];

@@ -27,7 +27,7 @@ const purge: CliCommand = {
     'dispatched-before': {
       type: 'string',
       value: '<date|age>',
-      help: 'Timers and outbox rows that left the pending set before this (ISO 8601, or an age: 30d). Dead-lettered rows are kept.',
+      help: 'Timers, outbox rows and staged deliveries that left the pending set before this (ISO 8601, or an age: 30d). Dead-lettered rows are kept.',
     },
     'include-dead-lettered': { type: 'boolean', help: 'With --dispatched-before: dead-lettered rows too.' },
     'completed-sagas-before': {
@@ -48,7 +48,13 @@ const purge: CliCommand = {
   async run({ ops }, input) {
     const report = await ops.purge(purgeOptions(input));
     const sagas = Object.entries(report.sagas).map(([type, n]) => `${type} ${n}`);
-    const fields = { timers: report.timers, outbox: report.outbox, sagas: sagas.join(', ') || 0, 'message ids': report.messageIds };
+    const fields = {
+      timers: report.timers,
+      outbox: report.outbox,
+      inbox: report.inbox,
+      sagas: sagas.join(', ') || 0,
+      'message ids': report.messageIds,
+    };
     return { data: report, text: `deleted in ${report.batches} batch(es):\n${formatFields(fields)}` };
   },
 };

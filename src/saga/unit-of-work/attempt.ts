@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/core';
 import type { TimerDelivery } from '../../contracts.js';
 import type { DialectAdapter } from '../../dialect/dialect-adapter.js';
+import { INBOX_OUTCOMES } from '../../entities/dispatch-states.js';
 import type { SagaState } from '../../entities/saga-state.js';
 import { untilOrmClosed } from '../../orm/index.js';
 import type { DatabaseContext } from '../../sql/database-context.js';
@@ -12,13 +13,13 @@ import type { ResolvedSagaRuntimeOptions } from '../runtime-options.js';
 import type { SagaMessage } from '../saga-message.js';
 import { classifyFailure, type FailureContext, ormClosedError } from './classify-failure.js';
 import { LeftGroup } from './group-commit.js';
-import type { HandleTarget } from './handle-target.js';
+import type { HandleTarget, StagedClaim } from './handle-target.js';
 import { type IgnoredMessage, type LoadedInstance, loadInstance } from './load-instance.js';
-import { planTimerRetirement, planWrites } from './plan-writes.js';
+import { planStagedRetirement, planTimerRetirement, planWrites } from './plan-writes.js';
 import { runStep, type StepRun, sealState } from './run-step.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
 import type { UnitPlace } from './unit-place.js';
-import { runNamed, StaleTimer } from './write-failures.js';
+import { runNamed, StaleClaim } from './write-failures.js';
 import type { WriteReport } from './write-plan.js';
 
 /** What a unit of work uses of its runtime. */
@@ -90,9 +91,37 @@ export async function attempt(runtime: UnitOfWorkRuntime, unit: UnitOfWork, coun
   if (instance.kind === 'loaded' && !instance.isNew) unit.found(instance.state.id);
   const messageId = target.kind === 'correlation' ? target.messageId : undefined;
   const duplicate = messageId === undefined ? undefined : await duplicateOf(current, instance, messageId);
-  if (duplicate) return duplicate;
+  if (duplicate) return retireStaged(current, duplicate, INBOX_OUTCOMES.DUPLICATE);
   if (instance.kind === 'ignored') return ignore(current, instance);
   return runAndWrite(current, instance, messageId);
+}
+
+/** The staged delivery the unit of work handles, if it came from one. */
+function stagedOf({ unit }: Attempt): StagedClaim | undefined {
+  return unit.target.kind === 'correlation' ? unit.target.staged : undefined;
+}
+
+/**
+ * A staged delivery no step runs for (`duplicate`, `ignored`) leaves the pending set with that outcome, so it is not
+ * delivered again; a claim lost meanwhile means another dispatcher's unit of work decides it (the outcome is `stale`).
+ */
+async function retireStaged(
+  current: Attempt,
+  result: HandleResult,
+  outcome: typeof INBOX_OUTCOMES.DUPLICATE | typeof INBOX_OUTCOMES.IGNORED,
+): Promise<HandleResult> {
+  const staged = stagedOf(current);
+  if (!staged) return result;
+  const { runtime, unit, count, em, now } = current;
+  const sagaId = result.sagaId ?? undefined;
+  const plan = planStagedRetirement(staged, { sagaType: unit.saga.definition.name, sagaId }, unit.message.type, outcome, now);
+  try {
+    await runtime.place.write({ em, plan, target: { state: undefined, meta: unit.saga.meta }, lockKey: ['2', staged.id] }, count.alone);
+  } catch (error) {
+    if (!(error instanceof StaleClaim)) return failed(current, { sagaId, startedWith: undefined, timerNames: [] })(error);
+    return { ...result, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.STALE };
+  }
+  return result;
 }
 
 /** Phase 1: the instance, read (or, on a timer's first attempt, taken from its batch's preload) or ignored. */
@@ -148,8 +177,10 @@ async function ignore(current: Attempt, instance: IgnoredMessage): Promise<Handl
     await retirement.catch(ignoreStale).catch(failed(current, { sagaId: timer.sagaId, startedWith: undefined, timerNames: [] }));
   }
   const { reason, state } = instance;
-  if (state) return { ...result(HANDLE_OUTCOMES.IGNORED, base, state, unit.saga, { ...NO_EFFECTS, completed: true }), reason };
-  return { ...base, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.IGNORED, reason, sagaId: timer?.sagaId ?? null, version: null, step: null };
+  const ignored: HandleResult = state
+    ? { ...result(HANDLE_OUTCOMES.IGNORED, base, state, unit.saga, { ...NO_EFFECTS, completed: true }), reason }
+    : { ...base, ...NO_EFFECTS, outcome: HANDLE_OUTCOMES.IGNORED, reason, sagaId: timer?.sagaId ?? null, version: null, step: null };
+  return retireStaged(current, ignored, INBOX_OUTCOMES.IGNORED);
 }
 
 /** Phases 2 to 4: runs the step, plans its writes and writes them in one transaction. */
@@ -166,6 +197,7 @@ async function runAndWrite(current: Attempt, instance: LoadedInstance, messageId
     run,
     message,
     timer,
+    staged: stagedOf(current),
     now,
     correlationId,
     traceContext: unit.traceContext,
@@ -195,7 +227,7 @@ async function write(
     const lockKey = lockKeyOf(plan, definition.name, target);
     report = await runtime.place.write({ em, plan, target: { state, meta, verifyUnchanged }, lockKey }, count.alone);
   } catch (error) {
-    if (!(error instanceof StaleTimer)) {
+    if (!(error instanceof StaleClaim)) {
       const startedWith = instance.isNew && target.kind === 'correlation' ? { value: target.value } : undefined;
       return failed(current, { sagaId: state.id, startedWith, timerNames: plan.timers.map((t) => t.name) })(error);
     }
@@ -260,5 +292,5 @@ function existingRowKey(sagaType: string, sagaId: string): readonly string[] {
 
 /** A timer retired because its saga is gone or completed: a lost claim means another unit of work already did. */
 function ignoreStale(error: unknown): void {
-  if (!(error instanceof StaleTimer)) throw error;
+  if (!(error instanceof StaleClaim)) throw error;
 }

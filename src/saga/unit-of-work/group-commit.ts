@@ -77,7 +77,7 @@ export class GroupCommit {
 
   /**
    * Writes `unit` in the next group. Rejects as `writePlan` does for a unit written alone: `VersionConflict`,
-   * `StaleTimer`, or a `StatementFailure` (a failed COMMIT of the group is a `StatementFailure` of `commit`);
+   * `StaleClaim`, or a `StatementFailure` (a failed COMMIT of the group is a `StatementFailure` of `commit`);
    * and with {@link LeftGroup} when a row it writes stayed locked by another transaction past the lock timeout.
    */
   write(unit: UnitWrite): Promise<WriteReport> {

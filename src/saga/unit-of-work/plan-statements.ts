@@ -1,5 +1,6 @@
 import type { DatabaseContext } from '../../sql/database-context.js';
 import { insertHandledMessage } from '../../sql/handled-message-statements.js';
+import { stampStagedDelivery } from '../../sql/inbox-statements.js';
 import { insertOutboxMessages } from '../../sql/outbox-statements.js';
 import { queryRows, runStatement, type SqlStatement } from '../../sql/sql-executor.js';
 import {
@@ -14,6 +15,7 @@ import {
 import type { PlannedStatement, SagaRowTarget } from './planned-statement.js';
 import { sagaRowStatement, stampOrStale } from './saga-row-statement.js';
 import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
+import { StaleClaim } from './write-failures.js';
 
 /**
  * The statements of `plan`, in the order they must run:
@@ -22,7 +24,7 @@ import type { UnitOfWorkPlan } from './unit-of-work-plan.js';
  * 1a. on PostgreSQL, when the plan may write two or more existing timer rows: every pending timer of the
  *    instance, locked in id order, the order of the dispatcher's lease renewal and start marks (which hold
  *    rows of a saga without its saga row lock);
- * 2. the delivering timer's stamp, token-checked;
+ * 2. the delivering timer's stamp, or the delivering staged row's, token-checked;
  * 3. timer deletes, before the writes below: the filtered unique index must never see two pending rows of
  *    one name, and MikroORM would order a flush's INSERTs before its DELETEs;
  * 4. timer replacements in place, then inserts; 5. outbox rows; 6. the caller's message id.
@@ -39,6 +41,17 @@ export function statementsOf(db: DatabaseContext, plan: UnitOfWorkPlan, target: 
   if (several) statements.push(timerLockStatement(db, plan));
   const timer = db.tables.timer.name;
   if (stamp && !together) statements.push({ operation: 'update', table: timer, run: (em) => stampOrStale(db, em, stamp).then(() => 0) });
+  const staged = plan.stagedStamp;
+  if (staged) {
+    statements.push({
+      operation: 'update',
+      table: db.tables.inbox.name,
+      run: async (em) => {
+        if ((await runStatement(em, stampStagedDelivery(db, staged))) !== 1) throw new StaleClaim();
+        return 0;
+      },
+    });
+  }
   const { sagaType, sagaId, timerDeletes } = plan;
   // Each statement's SQL is built when it runs: a plan written with other units' is never run this way.
   const deletes = (statement: () => SqlStatement): PlannedStatement => ({

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { TimerDelivery } from '../../contracts.js';
-import { COLUMN_LIMITS, TIMER_OUTCOMES } from '../../entities/dispatch-states.js';
+import { COLUMN_LIMITS, INBOX_OUTCOMES, type InboxOutcome, TIMER_OUTCOMES } from '../../entities/dispatch-states.js';
 import { uuidV7 } from '../../ids/uuid-v7.js';
 import type { OutboxWrite } from '../../sql/outbox-statements.js';
 import type { TimerWrite } from '../../sql/timer-statements.js';
 import { truncate } from '../../text/truncate.js';
 import { type PlannedTimer, TIMER_SCOPES } from '../../timers/timer-plan.js';
 import type { SagaMessage } from '../saga-message.js';
+import type { StagedClaim } from './handle-target.js';
 import type { LoadedInstance } from './load-instance.js';
 import type { StepRun } from './run-step.js';
 import { NO_TIMER_DELETES, type SagaRowWrite, type TimerDeletes, type UnitOfWorkPlan } from './unit-of-work-plan.js';
@@ -20,6 +21,8 @@ export interface PlanInput {
   readonly run: StepRun;
   readonly message: SagaMessage;
   readonly timer: TimerDelivery | undefined;
+  /** The staged delivery the message came from, stamped `delivered` with the unit of work. */
+  readonly staged?: StagedClaim | undefined;
   readonly now: Date;
   readonly correlationId: string;
   /** The trace context current when the rows are written (the unit's `saga.step` span), stored on each; null for none. */
@@ -41,8 +44,17 @@ export function planWrites(input: PlanInput): UnitOfWorkPlan | undefined {
   const timerDeletes = isNew ? NO_TIMER_DELETES : deletesOf(input);
   const deletesAny = timerDeletes.all || timerDeletes.names.length > 0 || timerDeletes.otherStepsThan !== undefined;
   const { messageId } = input;
-  // A message id is recorded even when nothing else changes, so the redelivery stays a duplicate.
-  if (!run.changed && !input.timer && !deletesAny && scheduled.length === 0 && run.ctx.outgoing.length === 0 && messageId === undefined) {
+  // A message id is recorded even when nothing else changes, so the redelivery stays a duplicate; a delivering timer
+  // or staged row is stamped, so it is not delivered again.
+  if (
+    !run.changed &&
+    !input.timer &&
+    !input.staged &&
+    !deletesAny &&
+    scheduled.length === 0 &&
+    run.ctx.outgoing.length === 0 &&
+    messageId === undefined
+  ) {
     return undefined;
   }
 
@@ -67,6 +79,7 @@ export function planWrites(input: PlanInput): UnitOfWorkPlan | undefined {
       outcome: TIMER_OUTCOMES.FIRED,
       at: now,
     },
+    stagedStamp: input.staged && { ...input.staged, outcome: INBOX_OUTCOMES.DELIVERED, at: now },
     timerDeletes,
     timers,
     replaceTimers: !isNew,
@@ -125,6 +138,34 @@ export function planTimerRetirement(timer: TimerDelivery, messageType: string, n
     messageType,
     sagaRow: { kind: 'none' },
     timerStamp: { id: timer.id, token: timer.token, outcome: TIMER_OUTCOMES.DISCARDED, at: now },
+    stagedStamp: undefined,
+    timerDeletes: NO_TIMER_DELETES,
+    timers: [],
+    replaceTimers: false,
+    outbox: [],
+    handledMessage: undefined,
+  };
+}
+
+/**
+ * The plan of a staged delivery no step runs for: its message id was handled already (`duplicate`), or no instance
+ * takes it (`ignored`). Only takes the row out of the pending set (token-checked), so it is not delivered again.
+ */
+export function planStagedRetirement(
+  staged: StagedClaim,
+  saga: { readonly sagaType: string; readonly sagaId: string | undefined },
+  messageType: string,
+  outcome: Extract<InboxOutcome, 'duplicate' | 'ignored'>,
+  now: Date,
+): UnitOfWorkPlan {
+  return {
+    sagaType: saga.sagaType,
+    // No saga row is written; the id (none when no instance exists) only names the saga in messages.
+    sagaId: saga.sagaId ?? '',
+    messageType,
+    sagaRow: { kind: 'none' },
+    timerStamp: undefined,
+    stagedStamp: { ...staged, outcome, at: now },
     timerDeletes: NO_TIMER_DELETES,
     timers: [],
     replaceTimers: false,

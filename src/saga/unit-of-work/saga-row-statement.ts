@@ -6,7 +6,7 @@ import { queryRows, runStatement, sendStatement } from '../../sql/sql-executor.j
 import { stampTimer, type TimerStamp } from '../../sql/timer-statements.js';
 import type { PlannedStatement, PreparedWrite, SagaRowTarget } from './planned-statement.js';
 import type { SagaRowWrite, UnitOfWorkPlan } from './unit-of-work-plan.js';
-import { runNamed, StaleTimer, StatementFailure, VersionConflict } from './write-failures.js';
+import { runNamed, StaleClaim, StatementFailure, VersionConflict } from './write-failures.js';
 
 /**
  * The statement writing the saga row, which also stamps the delivered timer when `stamp` is given (a saga row
@@ -135,7 +135,7 @@ class SagaRowWriter {
       return carryingCommit(db, alone, async () => (await runStatement(em, updateSagaRow(db, meta, change, lockBound))) === 1);
     }
     const { sagaRow, stamped } = readSagaRowAndStamp(await queryRows(em, updateSagaRowAndStampTimer(db, meta, change, stamp, lockBound)));
-    if (sagaRow && !stamped) throw new StaleTimer();
+    if (sagaRow && !stamped) throw new StaleClaim();
     return sagaRow;
   }
 
@@ -160,9 +160,9 @@ class SagaRowWriter {
 
 function nothing(): void {}
 
-/** Stamps the delivered timer; throws {@link StaleTimer} when its claim no longer holds. */
+/** Stamps the delivered timer; throws {@link StaleClaim} when its claim no longer holds. */
 export async function stampOrStale(db: DatabaseContext, em: EntityManager, stamp: TimerStamp): Promise<void> {
-  if ((await runStatement(em, stampTimer(db, stamp))) !== 1) throw new StaleTimer();
+  if ((await runStatement(em, stampTimer(db, stamp))) !== 1) throw new StaleClaim();
 }
 
 /**

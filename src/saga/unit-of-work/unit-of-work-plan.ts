@@ -1,5 +1,6 @@
 import type { TimerOutcome } from '../../entities/dispatch-states.js';
 import type { HandledMessageWrite } from '../../sql/handled-message-statements.js';
+import type { StagedStamp } from '../../sql/inbox-statements.js';
 import type { OutboxWrite } from '../../sql/outbox-statements.js';
 import type { TimerWrite } from '../../sql/timer-statements.js';
 
@@ -26,7 +27,7 @@ export interface TimerDeletes {
 
 /**
  * Everything one unit of work writes, as plain data, decided before the transaction opens. The write phase
- * turns it into statements in a fixed order (saga row, timer stamp, timer deletes, timer writes, outbox)
+ * turns it into statements in a fixed order (saga row, timer stamp, staged stamp, timer deletes, timer writes, outbox)
  * and runs them in one transaction. New effects are new fields here and new statements there.
  */
 export interface UnitOfWorkPlan {
@@ -46,6 +47,8 @@ export interface UnitOfWorkPlan {
         readonly at: Date;
       }
     | undefined;
+  /** The delivering staged row (`saga_inbox`) taken out of the pending set, only while `token` is still its token. */
+  readonly stagedStamp?: StagedStamp | undefined;
   readonly timerDeletes: TimerDeletes;
   /** Timers to write; each replaces the pending timer of its name in place when `replaceTimers`, else is inserted. */
   readonly timers: readonly TimerWrite[];

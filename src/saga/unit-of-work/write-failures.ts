@@ -4,8 +4,8 @@ export type StatementOperation = 'read' | 'lock' | 'begin' | 'insert' | 'update'
 /** Another unit of work changed the saga between our read and our write. */
 export class VersionConflict extends Error {}
 
-/** The timer being delivered lost its claim (cancelled, replaced or fired meanwhile). */
-export class StaleTimer extends Error {}
+/** The timer or staged delivery being delivered lost its claim (a timer cancelled, replaced or fired meanwhile; a row another dispatcher took over after the lease ran out). */
+export class StaleClaim extends Error {}
 
 /** A statement (or BEGIN, or COMMIT) failed; `cause` is the driver's error. */
 export class StatementFailure extends Error {
@@ -34,7 +34,7 @@ export async function runNamed<T>(
   try {
     return await fn();
   } catch (error) {
-    if (error instanceof VersionConflict || error instanceof StaleTimer || error instanceof StatementFailure) throw error;
+    if (error instanceof VersionConflict || error instanceof StaleClaim || error instanceof StatementFailure) throw error;
     throw new StatementFailure(operation, table, error, Math.round(performance.now() - started), alsoTable);
   }
 }

@@ -15,7 +15,7 @@ export interface WriteReport {
 /**
  * Phase 4 of a unit of work: runs the plan's statements and commits, in one transaction of `em` opened by the
  * context's `transactions`; `prelude` (the group's lock timeout) runs first in it.
- * On any failure everything is rolled back and the error is rethrown: `VersionConflict`, `StaleTimer`, or a
+ * On any failure everything is rolled back and the error is rethrown: `VersionConflict`, `StaleClaim`, or a
  * `StatementFailure` naming the operation and table.
  */
 export async function writePlan(
@@ -44,7 +44,7 @@ export async function writePlan(
 
 /**
  * Runs the statements of `plan` on `em`, which must be inside `transaction` (its own, or a group's it joined):
- * throws `VersionConflict`, `StaleTimer` or a `StatementFailure` at the first that fails.
+ * throws `VersionConflict`, `StaleClaim` or a `StatementFailure` at the first that fails.
  * `lockBound` (a statement without parameters bounding the transaction's lock waits) is sent with the first
  * statement when that statement can carry it, else on its own before it. `ownTransaction`: the transaction holds
  * this plan only (not a group's savepoint), so a plan of one statement may send COMMIT with it.
