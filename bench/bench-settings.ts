@@ -21,6 +21,9 @@ export const BENCH_SETTINGS = SHORT
       historyRows: 200,
       emptyPasses: 5,
       memoryTimers: 100,
+      stagedTransactions: 20,
+      stagedRate: 50,
+      stagedSeconds: 1,
     }
   : {
       reps: Number(process.env.BENCH_REPS ?? 3),
@@ -34,6 +37,9 @@ export const BENCH_SETTINGS = SHORT
       historyRows: Number(process.env.BENCH_HISTORY_ROWS ?? 1_000_000),
       emptyPasses: Number(process.env.BENCH_EMPTY_PASSES ?? 500),
       memoryTimers: Number(process.env.BENCH_MEMORY_TIMERS ?? 100_000),
+      stagedTransactions: Number(process.env.BENCH_STAGED_TRANSACTIONS ?? 2_000),
+      stagedRate: Number(process.env.BENCH_STAGED_RATE ?? 200),
+      stagedSeconds: Number(process.env.BENCH_STAGED_SECONDS ?? 10),
     };
 
 /** The PostgreSQL server the figures create their databases on. */

@@ -15,12 +15,14 @@
  *   npm run bench -- --only relay       # only the steps whose name contains "relay" (the outbox relay and its latency); the
  *                                       # results go to .tmp/bench-only-relay.json (untracked), never over latest.json
  *   npm run bench -- --only telemetry   # the saga step with an OpenTelemetry SDK registered against the same without one
+ *   npm run bench -- --only staging     # an app transaction staging a saga delivery against graphile-worker's add_job and pg-boss's send in it
  *   npm run bench -- --skip relay       # every step but those whose name contains "relay" (repeatable); the results
  *                                       # go to .tmp/bench-skip-relay.json, never over latest.json
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname } from 'node:path';
+import { appTransactionStagingFigures } from './app-transaction-staging.js';
 import { postgresReachable } from './bench-database.js';
 import { BENCH_SETTINGS, POSTGRES_URL, RESULTS_FILE, SHORT } from './bench-settings.js';
 import { type BenchStep, BOTH_MAJORS_STEPS, loadNow, measureSteps, mikroOrm7Figures, ORM_VERSION } from './both-majors.js';
@@ -34,8 +36,21 @@ import { sqliteProcessFigures } from './sqlite-processes.js';
 import { telemetryOverheadFigures } from './telemetry-overhead.js';
 
 const started = Date.now();
-const { reps, relayRows, sweepRows, latencyRate, latencySeconds, sqliteTimers, stepMessages, historyRows, emptyPasses, memoryTimers } =
-  BENCH_SETTINGS;
+const {
+  reps,
+  relayRows,
+  sweepRows,
+  latencyRate,
+  latencySeconds,
+  sqliteTimers,
+  stepMessages,
+  historyRows,
+  emptyPasses,
+  memoryTimers,
+  stagedTransactions,
+  stagedRate,
+  stagedSeconds,
+} = BENCH_SETTINGS;
 const log = (line: string) => console.info(line);
 if (!(await postgresReachable())) {
   console.error(`PostgreSQL is not reachable at ${POSTGRES_URL} (set DATABASE_URL): every PostgreSQL figure needs it.`);
@@ -63,6 +78,15 @@ const allSteps: BenchStep[] = [
   ['empty pass with history', () => dispatchHistoryFigures(reps, historyRows, emptyPasses)],
   ['RSS while draining timers', () => dispatchMemoryFigures(memoryTimers)],
   ['telemetry overhead', () => telemetryOverheadFigures(reps, stepMessages)],
+  // MikroORM 6 only: pg-boss's `send` runs on the transaction's own pg client, which knex (6) hands out.
+  ...(ORM_VERSION.startsWith('7.')
+    ? []
+    : [
+        [
+          'staging in the app transaction',
+          () => appTransactionStagingFigures(reps, stagedTransactions, stagedRate, stagedSeconds, log),
+        ] as const,
+      ]),
 ];
 const only = onlyFilter(process.argv);
 const skip = skipFilters(process.argv);

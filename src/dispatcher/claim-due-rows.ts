@@ -12,6 +12,12 @@ export interface ClaimedTimer extends TimerDelivery {
   readonly trace: SpanContext | undefined;
 }
 
+/** A claimed staged delivery, and the trace context stored when it was staged. */
+export interface ClaimedStagedDelivery extends StagedDelivery {
+  /** The stored trace context, when the row holds a valid one (`readStoredTraceContext`); never fails the claim. */
+  readonly trace: SpanContext | undefined;
+}
+
 /** A claimed outbox row: the envelope, the claim token, and the trace context stored when it was written. */
 export interface ClaimedOutboxRow {
   readonly envelope: OutboxEnvelope;
@@ -78,7 +84,7 @@ export async function claimDueStagedDeliveries(
   leaseUntil: Date,
   limit: number,
   guard?: ClaimGuard,
-): Promise<ClaimedRows<StagedDelivery>> {
+): Promise<ClaimedRows<ClaimedStagedDelivery>> {
   const raw = await claimDueRows(db, DISPATCH_TABLES.inbox, now, leaseUntil, limit, guard);
   const column = db.tables.inbox.field;
   return decodeAll(db, DISPATCH_TABLES.inbox, raw, (row, read) => ({
@@ -92,6 +98,7 @@ export async function claimDueStagedDeliveries(
     correlationId: row.correlationId == null ? null : String(row.correlationId),
     attempts: Number(row.attempts),
     lastError: row.lastError == null ? null : String(row.lastError),
+    trace: readStoredTraceContext(row.traceContext),
   }));
 }
 

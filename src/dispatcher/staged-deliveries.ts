@@ -1,7 +1,8 @@
 import type { DispatchPassResult, StagedDelivery } from '../contracts.js';
 import { HANDLE_OUTCOMES } from '../saga/handle-result.js';
 import { DISPATCH_TABLES } from '../sql/dispatch-tables.js';
-import { claimDueStagedDeliveries } from './claim-due-rows.js';
+import { DELIVERY_OUTCOMES, DeliverySpan } from '../telemetry/delivery-span.js';
+import { type ClaimedStagedDelivery, claimDueStagedDeliveries } from './claim-due-rows.js';
 import type { DispatchParts } from './dispatch-parts.js';
 import type { HeldRow, Mutable } from './held-row.js';
 import { isVersionContention } from './version-contention.js';
@@ -43,33 +44,45 @@ export class StagedDeliveries {
     );
   }
 
-  private async deliver(delivery: StagedDelivery, row: HeldRow, counts: StagedCounts): Promise<void> {
-    const { options, metrics, rest, outcomes, deliveries } = this.parts;
+  /**
+   * Delivers one claimed staged delivery in its `saga.deliver` span, a child of the trace context stored when it was
+   * staged (and linked to it); the step's `saga.step` span is the delivery span's child.
+   */
+  private async deliver(claimed: ClaimedStagedDelivery, row: HeldRow, counts: StagedCounts): Promise<void> {
+    const { options, metrics, tracer, rest, outcomes, deliveries } = this.parts;
+    const { trace: stored, ...delivery } = claimed;
     const table = DISPATCH_TABLES.inbox;
     if (!(await deliveries.start(table, row, counts))) return;
+    const span = DeliverySpan.staged(tracer, delivery, stored);
     try {
-      const result = await deliveries.withTimeout(() => options.runtime.deliverStaged(delivery), delivery.correlationId);
-      // The runtime counts duplicates and ignored messages (saga.duplicate, saga.ignored.*).
+      const deliver = () => options.runtime.deliverStaged(delivery, span.context);
+      const result = await deliveries.withTimeout(deliver, delivery.correlationId);
+      // The runtime counts duplicates and ignored messages (saga.message.duplicate, saga.message.ignored).
       if (result.outcome === HANDLE_OUTCOMES.STALE) {
         counts.stale++;
         metrics.add('stagedStale', delivery.sagaType);
+        span.ended(DELIVERY_OUTCOMES.STALE);
       } else if (result.outcome === HANDLE_OUTCOMES.DUPLICATE) {
         counts.duplicates++;
+        span.ended(DELIVERY_OUTCOMES.DUPLICATE);
       } else if (result.outcome === HANDLE_OUTCOMES.IGNORED) {
         counts.ignored++;
+        span.ended(DELIVERY_OUTCOMES.IGNORED);
       } else {
         counts.delivered++;
         rest.stepRan();
         metrics.add('stagedDelivered', delivery.sagaType);
+        span.ended(DELIVERY_OUTCOMES.DELIVERED);
       }
     } catch (error) {
       if (isVersionContention(error)) {
         // Version conflicts on a busy saga, not a failed delivery: uncharged, backed off.
         counts.contended++;
         metrics.add('stagedContended', delivery.sagaType);
+        span.failed(DELIVERY_OUTCOMES.CONTENDED, error);
         await outcomes.contended(table, row, error);
       } else {
-        await outcomes.deliveryFailed(table, row, error, counts);
+        span.failed(await outcomes.deliveryFailed(table, row, error, counts), error);
       }
     }
   }

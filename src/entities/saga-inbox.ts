@@ -45,7 +45,7 @@ export class SagaInbox {
   /** Why the row was retired. May quote the payload: treat it as sensitive as the payload. */
   deadLetterReason: string | null = null;
   createdAt!: Date;
-  /** Reserved for the trace context of the staging call (W3C `traceparent`); not written yet. */
+  /** The W3C trace context current at the staging call (JSON), continued by the delivery's `saga.deliver` span. */
   traceContext: string | null = null;
 }
 

@@ -241,7 +241,7 @@ export class SagaRuntime {
    * still its token; otherwise nothing is written and the outcome is `stale`.
    * @throws as `handle()` does; a message its saga no longer takes (no step, no correlation) fails the delivery.
    */
-  async deliverStaged(delivery: StagedDelivery): Promise<HandleResult> {
+  async deliverStaged(delivery: StagedDelivery, parent?: Context): Promise<HandleResult> {
     const saga = this.registered(delivery.sagaType);
     const details = { sagaType: delivery.sagaType };
     const original = delivery.payload as SagaMessage;
@@ -256,7 +256,7 @@ export class SagaRuntime {
     }
     const messageId = delivery.messageId === null ? undefined : checkMessageId(delivery.messageId, delivery.sagaType, type);
     const target: HandleTarget = { kind: 'correlation', value, messageId, staged: { id: delivery.id, token: delivery.token } };
-    return this.run(saga, { original, copy, first }, target, delivery.correlationId ?? randomUUID());
+    return this.run(saga, { original, copy, first }, target, delivery.correlationId ?? randomUUID(), { parent });
   }
 
   /** {@link SagaRuntime.handle} for a registered saga, from the checks of the message's type and correlation on. */

@@ -72,6 +72,7 @@ const CLAIMED: Readonly<Record<DispatchTable, readonly string[]>> = {
     'token',
     'attempts',
     'lastError',
+    'traceContext',
   ],
 };
 

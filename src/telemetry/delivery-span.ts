@@ -21,6 +21,12 @@ export const DELIVERY_OUTCOMES = {
   STALE: 'stale',
   /** The timer's saga is gone or completed: the timer was stamped `discarded`. */
   DISCARDED: 'discarded',
+  /** The staged delivery's step committed with its `delivered` stamp. */
+  DELIVERED: 'delivered',
+  /** The staged delivery's message id was handled before: stamped `duplicate`, no step ran. */
+  DUPLICATE: 'duplicate',
+  /** No saga instance takes the staged delivery: stamped `ignored`, no step ran. */
+  IGNORED: 'ignored',
   /** The publisher resolved. */
   PUBLISHED: 'published',
   /** The step or publisher threw, or timed out: the row backs off. */
@@ -73,6 +79,20 @@ export class DeliverySpan {
     });
   }
 
+  /** Starts the `saga.deliver` span of a staged delivery; its step's `saga.step` is a child. */
+  static staged(
+    tracer: Tracer,
+    delivery: Omit<DeliveryFacts, 'sagaId'> & { readonly id: string; readonly sagaKey: string; readonly messageType: string },
+    stored: SpanContext | undefined,
+  ): DeliverySpan {
+    return DeliverySpan.start(tracer, SPAN_NAMES.deliver, SpanKind.CONSUMER, delivery, stored, {
+      [SPAN_ATTRIBUTES.messageId]: delivery.id,
+      [SPAN_ATTRIBUTES.operationType]: 'process',
+      [SPAN_ATTRIBUTES.messageType]: delivery.messageType,
+      [SPAN_ATTRIBUTES.sagaKey]: delivery.sagaKey,
+    });
+  }
+
   /** Starts the `saga.publish` span of an outbox message handed to the publisher. */
   static publish(
     tracer: Tracer,
@@ -90,13 +110,13 @@ export class DeliverySpan {
     tracer: Tracer,
     name: string,
     kind: SpanKind,
-    facts: DeliveryFacts,
+    facts: Omit<DeliveryFacts, 'sagaId'> & { readonly sagaId?: string },
     stored: SpanContext | undefined,
     own: Attributes,
   ): DeliverySpan {
     const attributes: Attributes = {
       [SPAN_ATTRIBUTES.sagaType]: facts.sagaType,
-      [SPAN_ATTRIBUTES.sagaId]: facts.sagaId,
+      ...(facts.sagaId === undefined ? {} : { [SPAN_ATTRIBUTES.sagaId]: facts.sagaId }),
       [SPAN_ATTRIBUTES.deliveryAttempt]: facts.attempts + 1,
       ...own,
     };

@@ -6,6 +6,8 @@ export const SPAN_NAMES = {
   timeout: 'saga.timeout',
   /** One per outbox message handed to the publisher; the publisher runs inside it. */
   publish: 'saga.publish',
+  /** One per staged delivery a dispatcher starts; the step it wakes is its child. */
+  deliver: 'saga.deliver',
   /** One per dispatcher pass that claimed or stamped a row, or failed, with its counts. */
   dispatch: 'saga.dispatch',
 } as const;
@@ -19,6 +21,8 @@ export const SPAN_ATTRIBUTES = {
   sagaType: 'saga.type',
   /** The saga instance id. */
   sagaId: 'saga.id',
+  /** A staged delivery's correlation value, as stored (its saga may not exist yet). */
+  sagaKey: 'saga.key',
   /** The handled (or published) message's type. */
   messageType: 'saga.message.type',
   /** `started`, `handled`, `ignored`, `stale` or `duplicate` (the HandleResult's outcome). */

@@ -6,6 +6,7 @@ import { SagaInbox } from '../../entities/saga-inbox.js';
 import { uuidV7 } from '../../ids/uuid-v7.js';
 import { stagingStatement } from '../../sql/inbox-statements.js';
 import { dispatcherChannel } from '../../sql/notification-statements.js';
+import { activeTraceContext } from '../../telemetry/trace-context.js';
 import { truncate } from '../../text/truncate.js';
 import { callOptions } from '../call-options.js';
 import { copyMessage } from '../copy-message.js';
@@ -60,6 +61,8 @@ export function stageDelivery(
   row.availableAt = availableAt;
   row.token = randomUUID();
   row.createdAt = now;
+  // The staging request's trace: the delivery's `saga.deliver` span continues it (docs/observability.md).
+  row.traceContext = activeTraceContext();
   const { db } = runtime;
   const notify = runtime.options.notifyDispatchers && availableAt.getTime() <= now.getTime() ? dispatcherChannel(db) : undefined;
   const statement = stagingStatement(db, { saga: { sagaType: name, sagaKey: row.sagaKey }, notify });

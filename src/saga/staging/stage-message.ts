@@ -8,6 +8,7 @@ import { nameUuid } from '../../ids/name-uuid.js';
 import { uuidV7 } from '../../ids/uuid-v7.js';
 import { stagingStatement } from '../../sql/inbox-statements.js';
 import { dispatcherChannel } from '../../sql/notification-statements.js';
+import { activeTraceContext } from '../../telemetry/trace-context.js';
 import { truncate } from '../../text/truncate.js';
 import { callOptions, headerRecord } from '../call-options.js';
 import { checkCorrelationId } from '../correlation-value.js';
@@ -83,6 +84,8 @@ export function stageMessage(
   row.availableAt = availableAt;
   row.token = randomUUID();
   row.createdAt = now;
+  // The staging request's trace: the publish's `saga.publish` span continues it (docs/observability.md).
+  row.traceContext = activeTraceContext();
   const { db } = runtime;
   const notify = runtime.options.notifyDispatchers && availableAt.getTime() <= now.getTime() ? dispatcherChannel(db) : undefined;
   persistStaged(em, row, stagingStatement(db, { notify }), false);
