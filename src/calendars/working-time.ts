@@ -68,10 +68,18 @@ export class WorkingTime {
     return new Date(this.advance(this.instant(at), 0));
   }
 
-  /** Whether `at` lies in working time. */
+  /**
+   * Whether `at` lies in working time: in a span of its local date, the day before or the day after (clocks set back
+   * over midnight show the next date's first hour before some of this one's). Only those days are read, so an
+   * instant whose next opening lies past the due-date range is answered, not refused.
+   */
   isOpen(at: Date): boolean {
     const ms = this.instant(at);
-    return this.advance(ms, 0) === ms;
+    const day = Math.floor(this.zone.wallTime(ms) / DAY_MS);
+    for (let near = day - 1; near <= day + 1; near++) {
+      if (this.spans(near).some(({ start, end }) => start <= ms && ms < end)) return true;
+    }
+    return false;
   }
 
   /**

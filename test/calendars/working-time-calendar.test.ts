@@ -2,7 +2,7 @@
 // time zone, both changes of the clocks in Europe/Berlin and America/New_York (expected instants worked out by
 // hand, with their offsets), delays of years against a slow reference walk, and the configuration it refuses.
 import { describe, expect, it } from 'vitest';
-import { SagaDefinitionError, type WeeklyHours, WorkingTimeCalendar } from '../../src/index.js';
+import { SagaDefinitionError, WeekdayCalendar, type WeeklyHours, WorkingTimeCalendar } from '../../src/index.js';
 import { ReferenceWalker } from './reference-walker.js';
 
 const HOUR = 3_600_000;
@@ -262,6 +262,25 @@ describe('WorkingTimeCalendar: delays of years', () => {
   });
 });
 
+describe('WorkingTimeCalendar: the end of the due-date range', () => {
+  // Mondays only: 9999-12-27 is the last Monday of the range; the next opens in the year 10000.
+  const mondays = new WorkingTimeCalendar({ timeZone: 'Europe/Berlin', hours: { monday: ['09:00-17:00'] } });
+
+  it('isOpen answers for an instant whose next opening lies after 9999-12-31', () => {
+    expect(mondays.isOpen(new Date('9999-12-28T10:00:00+01:00'))).toBe(false);
+    expect(mondays.isOpen(new Date('9999-12-31T23:59:59.999Z'))).toBe(false);
+    expect(mondays.isOpen(new Date('9999-12-27T10:00:00+01:00'))).toBe(true);
+  });
+
+  it('nextOpen and addDuration refuse a result after 9999-12-31 with TIMER_DUE_INVALID', () => {
+    expectInstant(mondays.nextOpen(new Date('9999-12-26T10:00:00+01:00')), '9999-12-27T09:00:00+01:00');
+    expect(() => mondays.nextOpen(new Date('9999-12-28T10:00:00+01:00'))).toThrow(expect.objectContaining({ code: 'TIMER_DUE_INVALID' }));
+    expect(() => mondays.addDuration(new Date('9999-12-27T16:00:00+01:00'), 2 * HOUR)).toThrow(
+      expect.objectContaining({ code: 'TIMER_DUE_INVALID' }),
+    );
+  });
+});
+
 describe('WorkingTimeCalendar: input', () => {
   const office = new WorkingTimeCalendar({ timeZone: 'Europe/Berlin', hours: OFFICE });
 
@@ -313,6 +332,14 @@ describe('WorkingTimeCalendar: input', () => {
     const build = () => new WorkingTimeCalendar({ timeZone: 'Europe/Berlin', ...options } as never);
     expect(build).toThrow(SagaDefinitionError);
     expect(build).toThrow(expect.objectContaining({ code: 'DEFINITION_INVALID', message: expect.stringMatching(message) }));
+  });
+
+  it('WeekdayCalendar takes null options as none, and refuses business days that are not a list of weekdays', () => {
+    const weekdays = new WeekdayCalendar(null as never);
+    expectInstant(weekdays.addDuration(new Date('2026-01-16T12:00:00Z'), 24 * HOUR), '2026-01-19T12:00:00Z');
+    for (const businessDays of [[], [7], [1.5], ['1'], 5, '12345']) {
+      expect(() => new WeekdayCalendar({ businessDays } as never)).toThrow(expect.objectContaining({ code: 'DEFINITION_INVALID' }));
+    }
   });
 
   it('joins touching intervals and takes them in any order', () => {
