@@ -104,7 +104,11 @@ export class WorkingTime {
       for (const { start, end } of this.spans(day)) {
         if (end <= cursor) continue;
         const opened = Math.max(start, cursor);
-        if (remaining < end - opened) return opened + remaining;
+        if (remaining < end - opened) {
+          // The last local day walked may begin before 9999-12-31 ends in UTC and reach past it.
+          if (opened + remaining > LATEST_DUE_AT_MS) this.beyondRange();
+          return opened + remaining;
+        }
         remaining -= end - opened;
         cursor = end;
       }

@@ -272,6 +272,20 @@ describe('WorkingTimeCalendar: the end of the due-date range', () => {
     expect(mondays.isOpen(new Date('9999-12-27T10:00:00+01:00'))).toBe(true);
   });
 
+  it('a result in the year 10000 is refused, also when the start and the delay are in range', () => {
+    // 9999-12-31 is a Friday, 10000-01-01 a Saturday: an hour of work on each, in UTC.
+    const lastDays = new WorkingTimeCalendar({ timeZone: 'UTC', hours: { friday: ['00:00-01:00'], saturday: ['00:00-01:00'] } });
+    expectInstant(lastDays.addDuration(new Date('9999-12-31T00:30:00Z'), 30 * MINUTE - 1), '9999-12-31T00:59:59.999Z');
+    for (const due of [
+      () => lastDays.addDuration(new Date('9999-12-31T00:30:00Z'), HOUR),
+      () => lastDays.addDuration(new Date('9999-12-31T02:00:00Z'), 1),
+      () => lastDays.nextOpen(new Date('9999-12-31T02:00:00Z')),
+    ]) {
+      expect(due).toThrow(expect.objectContaining({ code: 'TIMER_DUE_INVALID', message: expect.stringMatching(/after 9999-12-31/) }));
+    }
+    expect(lastDays.isOpen(new Date('9999-12-31T02:00:00Z'))).toBe(false);
+  });
+
   it('nextOpen and addDuration refuse a result after 9999-12-31 with TIMER_DUE_INVALID', () => {
     expectInstant(mondays.nextOpen(new Date('9999-12-26T10:00:00+01:00')), '9999-12-27T09:00:00+01:00');
     expect(() => mondays.nextOpen(new Date('9999-12-28T10:00:00+01:00'))).toThrow(expect.objectContaining({ code: 'TIMER_DUE_INVALID' }));
