@@ -1,6 +1,7 @@
 // WorkingTimeCalendar without a database: working hours, lunch breaks, weekends and holidays in the business's own
-// time zone, both changes of the clocks in Europe/Berlin and America/New_York (expected instants worked out by
-// hand, with their offsets), delays of years against a slow reference walk, and the configuration it refuses.
+// time zone, both changes of the clocks in Europe/Berlin and America/New_York, Lord Howe's half-hour changes and the
+// day Apia skipped (expected instants worked out by hand, with their offsets), delays of years against a slow
+// reference walk, the end of the due-date range, and the configuration it refuses.
 import { describe, expect, it } from 'vitest';
 import { SagaDefinitionError, WeekdayCalendar, type WeeklyHours, WorkingTimeCalendar } from '../../src/index.js';
 import { ReferenceWalker } from './reference-walker.js';
@@ -193,6 +194,46 @@ describe('WorkingTimeCalendar: changes of the clocks', () => {
       // 01:30 EDT to 03:00 EST holds two and a half hours.
       expectInstant(night.addDuration(new Date('2026-11-01T00:00:00-04:00'), 2 * HOUR), '2026-11-01T02:30:00-05:00');
       expectInstant(night.addDuration(new Date('2026-11-01T00:00:00-04:00'), 2.5 * HOUR), '2026-11-08T01:30:00-05:00');
+    });
+  });
+});
+
+describe('WorkingTimeCalendar: changes by half an hour, and a day that never was', () => {
+  describe('Australia/Lord_Howe: +10:30 and +11:00, the clocks changing at 02:00 by half an hour', () => {
+    // Sundays 01:30-03:00 (given as two touching intervals): 90 minutes on the clock face.
+    const night = new WorkingTimeCalendar({ timeZone: 'Australia/Lord_Howe', hours: { sunday: ['02:00-03:00', '01:30-02:00'] } });
+
+    it('2026-10-04, 02:00 becomes 02:30: the interval holds an hour', () => {
+      expectInstant(night.nextOpen(new Date('2026-10-03T12:00:00Z')), '2026-10-04T01:30:00+10:30');
+      expectInstant(night.addDuration(new Date('2026-10-03T12:00:00Z'), 30 * MINUTE), '2026-10-04T02:30:00+11:00');
+      expectInstant(night.addDuration(new Date('2026-10-03T12:00:00Z'), HOUR - 1), '2026-10-04T02:59:59.999+11:00');
+      // The hour is used up: the rest is due the next Sunday.
+      expectInstant(night.addDuration(new Date('2026-10-03T12:00:00Z'), 90 * MINUTE), '2026-10-11T02:00:00+11:00');
+    });
+
+    it('2026-04-05, 02:00 becomes 01:30: the interval holds two hours', () => {
+      expectInstant(night.nextOpen(new Date('2026-04-04T12:00:00Z')), '2026-04-05T01:30:00+11:00');
+      // The second 01:45 (+10:30) lies in the interval too.
+      expect(night.isOpen(new Date('2026-04-05T01:45:00+10:30'))).toBe(true);
+      expectInstant(night.addDuration(new Date('2026-04-04T12:00:00Z'), 90 * MINUTE), '2026-04-05T02:30:00+10:30');
+      expectInstant(night.addDuration(new Date('2026-04-04T12:00:00Z'), 2 * HOUR), '2026-04-12T01:30:00+10:30');
+    });
+  });
+
+  describe('Pacific/Apia: Thursday 2011-12-29 was followed by Saturday 2011-12-31', () => {
+    const weekdays = { monday: 'all-day', tuesday: 'all-day', wednesday: 'all-day', thursday: 'all-day', friday: 'all-day' } as const;
+
+    it('the Friday that never was holds no working time', () => {
+      const days = new WorkingTimeCalendar({ timeZone: 'Pacific/Apia', hours: weekdays });
+      // Two hours on Thursday (-10:00), then Monday (+14:00).
+      expectInstant(days.addDuration(new Date('2011-12-29T22:00:00-10:00'), 3 * HOUR), '2012-01-02T01:00:00+14:00');
+      const fridays = new WorkingTimeCalendar({ timeZone: 'Pacific/Apia', hours: { friday: ['09:00-17:00'] } });
+      expectInstant(fridays.nextOpen(new Date('2011-12-29T12:00:00-10:00')), '2012-01-06T09:00:00+14:00');
+    });
+
+    it('a holiday on that date is accepted and changes nothing', () => {
+      const days = new WorkingTimeCalendar({ timeZone: 'Pacific/Apia', hours: weekdays, holidays: ['2011-12-30'] });
+      expectInstant(days.addDuration(new Date('2011-12-29T22:00:00-10:00'), 3 * HOUR), '2012-01-02T01:00:00+14:00');
     });
   });
 });
