@@ -382,6 +382,8 @@ describe('WorkingTimeCalendar: input', () => {
       /holidays are dates written YYYY-MM-DD \(local dates in Europe\/Berlin\); holidays\[0\] is '2026-02-30'/,
     ],
     ['a holiday without leading zeros', { holidays: ['2026-1-1'] }, /holidays\[0\] is '2026-1-1'/],
+    ['a holiday given as a Date', { holidays: ['2026-12-25', new Date('2026-12-26')] }, /holidays\[1\] is \(a Date\), which is not/],
+    ['a holiday given as null', { holidays: [null] }, /holidays\[0\] is null, which is not/],
     ['holidays that are no list', { holidays: '2026-12-25' }, /'holidays' is '2026-12-25': give a list/],
   ])('refuses %s with DEFINITION_INVALID naming the fix', (_what, options, message) => {
     const build = () => new WorkingTimeCalendar({ timeZone: 'Europe/Berlin', ...options } as never);
