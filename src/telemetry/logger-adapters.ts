@@ -24,7 +24,12 @@ export interface PinoLike {
  * @throws SagaDefinitionError `OPTION_INVALID` for a value without the four methods, such as `pino` itself.
  */
 export function pinoLogger(logger: PinoLike): SagaLogger {
-  assertMethods('pinoLogger', logger, ['debug', 'info', 'warn', 'error'], 'a pino logger, such as pinoLogger(pino()) or pinoLogger(log.child({ ... }))');
+  assertMethods(
+    'pinoLogger',
+    logger,
+    ['debug', 'info', 'warn', 'error'],
+    'a pino logger, such as pinoLogger(pino()) or pinoLogger(log.child({ ... }))',
+  );
   return {
     debug: (message, fields) => logger.debug(fields ?? {}, message),
     info: (message, fields) => logger.info(fields ?? {}, message),

@@ -28,9 +28,17 @@ const plain = (line: string) => line.replace(/\x1b\[[0-9;]*m/g, '');
 
 describe('logger adapters refuse what is no logger when they are made', () => {
   it.each([
-    ['pino itself (the factory)', () => pinoLogger(pino as never), /^pinoLogger: the logger given is a function without debug, info, warn, error: pass a pino logger, such as pinoLogger\(pino\(\)\)/],
+    [
+      'pino itself (the factory)',
+      () => pinoLogger(pino as never),
+      /^pinoLogger: the logger given is a function without debug, info, warn, error: pass a pino logger, such as pinoLogger\(pino\(\)\)/,
+    ],
     ['undefined', () => pinoLogger(undefined as never), /^pinoLogger: the logger given is undefined without debug, info, warn, error/],
-    ['a logger without debug', () => pinoLogger({ info() {}, warn() {}, error() {} } as never), /^pinoLogger: the logger given is an object without debug:/],
+    [
+      'a logger without debug',
+      () => pinoLogger({ info() {}, warn() {}, error() {} } as never),
+      /^pinoLogger: the logger given is an object without debug:/,
+    ],
     [
       'orm.config.getLogger itself',
       () => mikroOrmLogger((() => undefined) as never),

@@ -176,7 +176,11 @@ for (const dialect of DIALECTS) {
       const clock = new FakeClock('2026-01-05T09:00:00.000Z');
       const runtime = new SagaRuntime({ em: db().orm.em, sagas: [scriptedSaga], clock });
       const key = uniqueKey('operated');
-      const { sagaId } = await runtime.handle(scriptedSaga, { type: 'Start', key, actions: [{ op: 'schedule', name: 'later', after: 60_000 }] });
+      const { sagaId } = await runtime.handle(scriptedSaga, {
+        type: 'Start',
+        key,
+        actions: [{ op: 'schedule', name: 'later', after: 60_000 }],
+      });
       const ops = new SagaOperations({ runtime, logger });
       const [timer] = (await ops.listTimers({ sagaId: sagaId!, status: 'pending', limit: 10 })).items;
       const result = await ops.rescheduleTimers([timer!.id], new Date('2026-01-06T09:00:00Z'));

@@ -16,7 +16,10 @@ const telemetry = useTelemetry();
 /** A logger that keeps its warnings. */
 function warnings() {
   const lines: { message: string; fields: Record<string, unknown> | undefined }[] = [];
-  return { lines, logger: { ...silentLogger, warn: (message: string, fields?: Record<string, unknown>) => void lines.push({ message, fields }) } };
+  return {
+    lines,
+    logger: { ...silentLogger, warn: (message: string, fields?: Record<string, unknown>) => void lines.push({ message, fields }) },
+  };
 }
 
 /** An empty database but for `active` active sagas, `completed` completed ones, and their timers and outbox rows. */
