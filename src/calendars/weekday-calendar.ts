@@ -26,7 +26,9 @@ export class WeekdayCalendar implements BusinessCalendar {
   /** @throws SagaDefinitionError `DEFINITION_INVALID` for no business day, a day outside 0 to 6, or a holiday that is no `YYYY-MM-DD` date. */
   constructor(options: WeekdayCalendarOptions = {}) {
     const owner = 'WeekdayCalendar';
-    const businessDays = new Set(options.businessDays ?? [1, 2, 3, 4, 5]);
+    // null (from JavaScript) is no options, as undefined is.
+    const { businessDays: days, holidays } = options ?? {};
+    const businessDays = new Set(Array.isArray(days) ? days : days === undefined ? [1, 2, 3, 4, 5] : []);
     if (businessDays.size === 0 || [...businessDays].some((d) => !Number.isInteger(d) || d < 0 || d > 6)) {
       throw new SagaDefinitionError(
         'DEFINITION_INVALID',
@@ -35,7 +37,7 @@ export class WeekdayCalendar implements BusinessCalendar {
     }
     const zone = new ZoneOffsets('UTC', owner);
     const week = [0, 1, 2, 3, 4, 5, 6].map((day) => (businessDays.has(day) ? [{ start: 0, end: DAY_MS }] : []));
-    this.time = new WorkingTime(zone, week, parseHolidays(owner, options.holidays ?? [], 'UTC'), owner);
+    this.time = new WorkingTime(zone, week, parseHolidays(owner, holidays ?? [], 'UTC'), owner);
   }
 
   /** The instant `durationMs` of business time after `from`. */

@@ -32,7 +32,10 @@ function fail(owner: string, message: string): never {
 
 /** A value from the configuration, shown in an error: short strings as they are, anything else by kind. */
 function shown(value: unknown): string {
-  return typeof value === 'string' && value.length <= 40 ? `'${value}'` : `(a ${Array.isArray(value) ? 'list' : typeof value})`;
+  if (typeof value === 'string' && value.length <= 40) return `'${value}'`;
+  if (value === null) return 'null';
+  const kind = Array.isArray(value) ? 'list' : value instanceof Date ? 'Date' : typeof value;
+  return `(${/^[aeiou]/.test(kind) ? 'an' : 'a'} ${kind})`;
 }
 
 /** Minutes after midnight of `HH:MM`, or undefined when it is not a time of the 24-hour clock (`24:00` allowed). */

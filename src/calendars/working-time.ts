@@ -68,10 +68,18 @@ export class WorkingTime {
     return new Date(this.advance(this.instant(at), 0));
   }
 
-  /** Whether `at` lies in working time. */
+  /**
+   * Whether `at` lies in working time: in a span of its local date, the day before or the day after (clocks set back
+   * over midnight show the next date's first hour before some of this one's). Only those days are read, so an
+   * instant whose next opening lies past the due-date range is answered, not refused.
+   */
   isOpen(at: Date): boolean {
     const ms = this.instant(at);
-    return this.advance(ms, 0) === ms;
+    const day = Math.floor(this.zone.wallTime(ms) / DAY_MS);
+    for (let near = day - 1; near <= day + 1; near++) {
+      if (this.spans(near).some(({ start, end }) => start <= ms && ms < end)) return true;
+    }
+    return false;
   }
 
   /**
@@ -96,7 +104,11 @@ export class WorkingTime {
       for (const { start, end } of this.spans(day)) {
         if (end <= cursor) continue;
         const opened = Math.max(start, cursor);
-        if (remaining < end - opened) return opened + remaining;
+        if (remaining < end - opened) {
+          // The last local day walked may begin before 9999-12-31 ends in UTC and reach past it.
+          if (opened + remaining > LATEST_DUE_AT_MS) this.beyondRange();
+          return opened + remaining;
+        }
         remaining -= end - opened;
         cursor = end;
       }

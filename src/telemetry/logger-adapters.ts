@@ -1,4 +1,5 @@
 import type { Logger } from '@mikro-orm/core';
+import { SagaDefinitionError } from '../errors.js';
 import { type LogLevel, levelLogger, type SagaLogger } from './logger.js';
 
 /** The part of a pino logger {@link pinoLogger} calls: pino's `(fields, message)` argument order. */
@@ -20,8 +21,15 @@ export interface PinoLike {
  * ```ts
  * new SagaRuntime({ em, sagas, logger: pinoLogger(pino().child({ component: 'sagas' })) });
  * ```
+ * @throws SagaDefinitionError `OPTION_INVALID` for a value without the four methods, such as `pino` itself.
  */
 export function pinoLogger(logger: PinoLike): SagaLogger {
+  assertMethods(
+    'pinoLogger',
+    logger,
+    ['debug', 'info', 'warn', 'error'],
+    'a pino logger, such as pinoLogger(pino()) or pinoLogger(log.child({ ... }))',
+  );
   return {
     debug: (message, fields) => logger.debug(fields ?? {}, message),
     info: (message, fields) => logger.info(fields ?? {}, message),
@@ -44,8 +52,11 @@ export interface MikroOrmLoggerOptions {
  * to `log()`, `warn` to `warn()`, `error` to `error()`. Lines at `level` and above are written whatever the ORM's
  * `debug` setting (`enabled: true`); those below are dropped. A line is the message followed by its fields as JSON;
  * the fields are also in the log context (`context.fields`) for a custom MikroORM logger.
+ * @throws SagaDefinitionError `OPTION_INVALID` for a value without `log`, `warn` and `error` (such as
+ *   `orm.config.getLogger` itself), or a level that is not one of `debug`, `info`, `warn`, `error`.
  */
 export function mikroOrmLogger(logger: Pick<Logger, 'log' | 'warn' | 'error'>, options: MikroOrmLoggerOptions = {}): SagaLogger {
+  assertMethods('mikroOrmLogger', logger, ['log', 'warn', 'error'], "MikroORM's logger, such as mikroOrmLogger(orm.config.getLogger())");
   const namespace = options.namespace ?? 'mikro-orm-saga';
   return levelLogger(
     options.level ?? 'warn',
@@ -66,5 +77,20 @@ function jsonOf(fields: Record<string, unknown>): string {
     return JSON.stringify(fields);
   } catch {
     return JSON.stringify(Object.fromEntries(Object.entries(fields).map(([key, value]) => [key, `(a ${typeof value})`])));
+  }
+}
+
+/**
+ * Refuses, when the adapter is made, a logger without the methods it calls: the factory itself (`pino`,
+ * `orm.config.getLogger`) would otherwise lose every line later, without a word.
+ * @throws SagaDefinitionError `OPTION_INVALID` naming the missing methods and what to pass.
+ */
+function assertMethods(owner: string, logger: unknown, methods: readonly string[], fix: string): void {
+  const holder = (typeof logger === 'object' && logger !== null) || typeof logger === 'function';
+  const missing = methods.filter((method) => !holder || typeof (logger as Record<string, unknown>)[method] !== 'function');
+  if (missing.length > 0) {
+    const what =
+      typeof logger === 'function' ? 'a function' : holder ? 'an object' : logger == null ? String(logger) : `a ${typeof logger}`;
+    throw new SagaDefinitionError('OPTION_INVALID', `${owner}: the logger given is ${what} without ${missing.join(', ')}: pass ${fix}.`);
   }
 }

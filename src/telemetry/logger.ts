@@ -58,7 +58,8 @@ export const silentLogger: SagaLogger = { debug() {}, info() {}, warn() {}, erro
 
 /**
  * The `logger` option of the runtime, the dispatcher and the operator API, checked when they are built: `fallback`
- * when it is left out.
+ * when it is left out. The logger given is called through {@link guardedLogger}: a logger that fails loses its line,
+ * never the work that logged it.
  * @throws SagaDefinitionError `OPTION_INVALID` when it is not an object with the four methods, naming those missing
  *   (`consoleLogger` itself, the factory, is refused with how to call it).
  */
@@ -77,7 +78,29 @@ export function resolveLogger(logger: unknown, owner: string, fallback: SagaLogg
       `${owner}: 'logger' has no ${missing.join(', ')} method${missing.length > 1 ? 's' : ''}: ${fix}.`,
     );
   }
-  return logger as SagaLogger;
+  return guardedLogger(logger as SagaLogger);
+}
+
+/**
+ * `logger` with every call guarded. A method that throws, or returns a promise that rejects (an async sink that is
+ * down), loses its line: a log call sits in a committed unit of work, a delivery's outcome or the dispatcher's loop,
+ * and failing there would report a commit as failed, leave a claimed row unrecorded or end the loop. The method is
+ * looked up at each call and called on `logger`, so a class's prototype methods keep their `this`.
+ */
+function guardedLogger(logger: SagaLogger): SagaLogger {
+  const at = (level: LogLevel) => (message: string, fields?: Record<string, unknown>) => {
+    try {
+      const result: unknown = logger[level](message, fields);
+      if (isThenable(result)) result.then(undefined, () => undefined);
+    } catch {
+      // Lost line: see above.
+    }
+  };
+  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | undefined)?.then === 'function';
 }
 
 function shown(value: unknown): string {

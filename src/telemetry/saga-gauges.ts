@@ -4,7 +4,7 @@ import { type ActiveRowsTable, readGauges } from '../sql/count-statements.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import { queryRows } from '../sql/sql-executor.js';
 import { type Clock, ENDED } from '../time/clock.js';
-import { errorText } from './error-text.js';
+import { describeError } from './describe-error.js';
 import type { SagaLogger } from './logger.js';
 import { TELEMETRY_SCOPE } from './saga-metrics.js';
 import { SPAN_ATTRIBUTES } from './span-attributes.js';
@@ -173,7 +173,10 @@ export class SagaGauges {
       };
     } catch (error) {
       if (!(error instanceof OrmClosed)) {
-        logger.warn(`gauges: reading active sagas and backlogs failed; none reported for ${cacheMs} ms: ${errorText(error)}`);
+        logger.warn('gauges: reading active sagas and backlogs failed; none reported until the cache ends', {
+          cacheMs,
+          error: describeError(error),
+        });
       }
       return undefined;
     }

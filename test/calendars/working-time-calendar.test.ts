@@ -1,8 +1,9 @@
 // WorkingTimeCalendar without a database: working hours, lunch breaks, weekends and holidays in the business's own
-// time zone, both changes of the clocks in Europe/Berlin and America/New_York (expected instants worked out by
-// hand, with their offsets), delays of years against a slow reference walk, and the configuration it refuses.
+// time zone, both changes of the clocks in Europe/Berlin and America/New_York, Lord Howe's half-hour changes and the
+// day Apia skipped (expected instants worked out by hand, with their offsets), delays of years against a slow
+// reference walk, the end of the due-date range, and the configuration it refuses.
 import { describe, expect, it } from 'vitest';
-import { SagaDefinitionError, type WeeklyHours, WorkingTimeCalendar } from '../../src/index.js';
+import { SagaDefinitionError, WeekdayCalendar, type WeeklyHours, WorkingTimeCalendar } from '../../src/index.js';
 import { ReferenceWalker } from './reference-walker.js';
 
 const HOUR = 3_600_000;
@@ -197,6 +198,46 @@ describe('WorkingTimeCalendar: changes of the clocks', () => {
   });
 });
 
+describe('WorkingTimeCalendar: changes by half an hour, and a day that never was', () => {
+  describe('Australia/Lord_Howe: +10:30 and +11:00, the clocks changing at 02:00 by half an hour', () => {
+    // Sundays 01:30-03:00 (given as two touching intervals): 90 minutes on the clock face.
+    const night = new WorkingTimeCalendar({ timeZone: 'Australia/Lord_Howe', hours: { sunday: ['02:00-03:00', '01:30-02:00'] } });
+
+    it('2026-10-04, 02:00 becomes 02:30: the interval holds an hour', () => {
+      expectInstant(night.nextOpen(new Date('2026-10-03T12:00:00Z')), '2026-10-04T01:30:00+10:30');
+      expectInstant(night.addDuration(new Date('2026-10-03T12:00:00Z'), 30 * MINUTE), '2026-10-04T02:30:00+11:00');
+      expectInstant(night.addDuration(new Date('2026-10-03T12:00:00Z'), HOUR - 1), '2026-10-04T02:59:59.999+11:00');
+      // The hour is used up: the rest is due the next Sunday.
+      expectInstant(night.addDuration(new Date('2026-10-03T12:00:00Z'), 90 * MINUTE), '2026-10-11T02:00:00+11:00');
+    });
+
+    it('2026-04-05, 02:00 becomes 01:30: the interval holds two hours', () => {
+      expectInstant(night.nextOpen(new Date('2026-04-04T12:00:00Z')), '2026-04-05T01:30:00+11:00');
+      // The second 01:45 (+10:30) lies in the interval too.
+      expect(night.isOpen(new Date('2026-04-05T01:45:00+10:30'))).toBe(true);
+      expectInstant(night.addDuration(new Date('2026-04-04T12:00:00Z'), 90 * MINUTE), '2026-04-05T02:30:00+10:30');
+      expectInstant(night.addDuration(new Date('2026-04-04T12:00:00Z'), 2 * HOUR), '2026-04-12T01:30:00+10:30');
+    });
+  });
+
+  describe('Pacific/Apia: Thursday 2011-12-29 was followed by Saturday 2011-12-31', () => {
+    const weekdays = { monday: 'all-day', tuesday: 'all-day', wednesday: 'all-day', thursday: 'all-day', friday: 'all-day' } as const;
+
+    it('the Friday that never was holds no working time', () => {
+      const days = new WorkingTimeCalendar({ timeZone: 'Pacific/Apia', hours: weekdays });
+      // Two hours on Thursday (-10:00), then Monday (+14:00).
+      expectInstant(days.addDuration(new Date('2011-12-29T22:00:00-10:00'), 3 * HOUR), '2012-01-02T01:00:00+14:00');
+      const fridays = new WorkingTimeCalendar({ timeZone: 'Pacific/Apia', hours: { friday: ['09:00-17:00'] } });
+      expectInstant(fridays.nextOpen(new Date('2011-12-29T12:00:00-10:00')), '2012-01-06T09:00:00+14:00');
+    });
+
+    it('a holiday on that date is accepted and changes nothing', () => {
+      const days = new WorkingTimeCalendar({ timeZone: 'Pacific/Apia', hours: weekdays, holidays: ['2011-12-30'] });
+      expectInstant(days.addDuration(new Date('2011-12-29T22:00:00-10:00'), 3 * HOUR), '2012-01-02T01:00:00+14:00');
+    });
+  });
+});
+
 describe('WorkingTimeCalendar: delays of years', () => {
   // Boundaries, changes of the clocks and offsets on whole half hours: the reference walks half hours.
   const cases = [
@@ -262,6 +303,39 @@ describe('WorkingTimeCalendar: delays of years', () => {
   });
 });
 
+describe('WorkingTimeCalendar: the end of the due-date range', () => {
+  // Mondays only: 9999-12-27 is the last Monday of the range; the next opens in the year 10000.
+  const mondays = new WorkingTimeCalendar({ timeZone: 'Europe/Berlin', hours: { monday: ['09:00-17:00'] } });
+
+  it('isOpen answers for an instant whose next opening lies after 9999-12-31', () => {
+    expect(mondays.isOpen(new Date('9999-12-28T10:00:00+01:00'))).toBe(false);
+    expect(mondays.isOpen(new Date('9999-12-31T23:59:59.999Z'))).toBe(false);
+    expect(mondays.isOpen(new Date('9999-12-27T10:00:00+01:00'))).toBe(true);
+  });
+
+  it('a result in the year 10000 is refused, also when the start and the delay are in range', () => {
+    // 9999-12-31 is a Friday, 10000-01-01 a Saturday: an hour of work on each, in UTC.
+    const lastDays = new WorkingTimeCalendar({ timeZone: 'UTC', hours: { friday: ['00:00-01:00'], saturday: ['00:00-01:00'] } });
+    expectInstant(lastDays.addDuration(new Date('9999-12-31T00:30:00Z'), 30 * MINUTE - 1), '9999-12-31T00:59:59.999Z');
+    for (const due of [
+      () => lastDays.addDuration(new Date('9999-12-31T00:30:00Z'), HOUR),
+      () => lastDays.addDuration(new Date('9999-12-31T02:00:00Z'), 1),
+      () => lastDays.nextOpen(new Date('9999-12-31T02:00:00Z')),
+    ]) {
+      expect(due).toThrow(expect.objectContaining({ code: 'TIMER_DUE_INVALID', message: expect.stringMatching(/after 9999-12-31/) }));
+    }
+    expect(lastDays.isOpen(new Date('9999-12-31T02:00:00Z'))).toBe(false);
+  });
+
+  it('nextOpen and addDuration refuse a result after 9999-12-31 with TIMER_DUE_INVALID', () => {
+    expectInstant(mondays.nextOpen(new Date('9999-12-26T10:00:00+01:00')), '9999-12-27T09:00:00+01:00');
+    expect(() => mondays.nextOpen(new Date('9999-12-28T10:00:00+01:00'))).toThrow(expect.objectContaining({ code: 'TIMER_DUE_INVALID' }));
+    expect(() => mondays.addDuration(new Date('9999-12-27T16:00:00+01:00'), 2 * HOUR)).toThrow(
+      expect.objectContaining({ code: 'TIMER_DUE_INVALID' }),
+    );
+  });
+});
+
 describe('WorkingTimeCalendar: input', () => {
   const office = new WorkingTimeCalendar({ timeZone: 'Europe/Berlin', hours: OFFICE });
 
@@ -308,11 +382,21 @@ describe('WorkingTimeCalendar: input', () => {
       /holidays are dates written YYYY-MM-DD \(local dates in Europe\/Berlin\); holidays\[0\] is '2026-02-30'/,
     ],
     ['a holiday without leading zeros', { holidays: ['2026-1-1'] }, /holidays\[0\] is '2026-1-1'/],
+    ['a holiday given as a Date', { holidays: ['2026-12-25', new Date('2026-12-26')] }, /holidays\[1\] is \(a Date\), which is not/],
+    ['a holiday given as null', { holidays: [null] }, /holidays\[0\] is null, which is not/],
     ['holidays that are no list', { holidays: '2026-12-25' }, /'holidays' is '2026-12-25': give a list/],
   ])('refuses %s with DEFINITION_INVALID naming the fix', (_what, options, message) => {
     const build = () => new WorkingTimeCalendar({ timeZone: 'Europe/Berlin', ...options } as never);
     expect(build).toThrow(SagaDefinitionError);
     expect(build).toThrow(expect.objectContaining({ code: 'DEFINITION_INVALID', message: expect.stringMatching(message) }));
+  });
+
+  it('WeekdayCalendar takes null options as none, and refuses business days that are not a list of weekdays', () => {
+    const weekdays = new WeekdayCalendar(null as never);
+    expectInstant(weekdays.addDuration(new Date('2026-01-16T12:00:00Z'), 24 * HOUR), '2026-01-19T12:00:00Z');
+    for (const businessDays of [[], [7], [1.5], ['1'], 5, '12345']) {
+      expect(() => new WeekdayCalendar({ businessDays } as never)).toThrow(expect.objectContaining({ code: 'DEFINITION_INVALID' }));
+    }
   });
 
   it('joins touching intervals and takes them in any order', () => {

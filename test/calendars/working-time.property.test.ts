@@ -1,7 +1,7 @@
 // Property-based tests (fast-check) of WorkingTimeCalendar, no database: in zones with changes of the clocks at
-// night, at midnight and by half an hour, for any weekly hours, holidays, start and delay, the due instant is never
-// earlier than the delay in wall time, lies in working time, and is the instant a slow walk of every quarter hour
-// finds (test/calendars/reference-walker.ts).
+// night, at midnight, by half an hour and by two hours, for any weekly hours, holidays, start and delay, the due
+// instant is never earlier than the delay in wall time, lies in working time, and is the instant a slow walk of
+// every quarter hour finds (test/calendars/reference-walker.ts).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type WeeklyHours, WorkingTimeCalendar } from '../../src/index.js';
@@ -16,15 +16,17 @@ const WEEKDAYS = ['sunday', 'monday', 'tuesday', 'wednesday', 'thursday', 'frida
 
 /**
  * Zones whose offsets and changes fall on quarter hours: Berlin and New York (at 02:00/03:00), Havana (at
- * midnight), São Paulo (at midnight until 2019), Lord Howe (by half an hour), Chatham (+12:45/+13:45), Kolkata and
- * UTC (none).
+ * midnight), São Paulo (at midnight until 2019), Santiago (at midnight, southern summer), Lord Howe (by half an
+ * hour), Troll (by two hours), Chatham (+12:45/+13:45), Kolkata and UTC (none).
  */
 const zone = fc.constantFrom(
   'Europe/Berlin',
   'America/New_York',
   'America/Havana',
   'America/Sao_Paulo',
+  'America/Santiago',
   'Australia/Lord_Howe',
+  'Antarctica/Troll',
   'Pacific/Chatham',
   'Asia/Kolkata',
   'UTC',

@@ -26,6 +26,41 @@ function capturedPino() {
 // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes are what is removed.
 const plain = (line: string) => line.replace(/\x1b\[[0-9;]*m/g, '');
 
+describe('logger adapters refuse what is no logger when they are made', () => {
+  it.each([
+    [
+      'pino itself (the factory)',
+      () => pinoLogger(pino as never),
+      /^pinoLogger: the logger given is a function without debug, info, warn, error: pass a pino logger, such as pinoLogger\(pino\(\)\)/,
+    ],
+    ['undefined', () => pinoLogger(undefined as never), /^pinoLogger: the logger given is undefined without debug, info, warn, error/],
+    [
+      'a logger without debug',
+      () => pinoLogger({ info() {}, warn() {}, error() {} } as never),
+      /^pinoLogger: the logger given is an object without debug:/,
+    ],
+    [
+      'orm.config.getLogger itself',
+      () => mikroOrmLogger((() => undefined) as never),
+      /^mikroOrmLogger: the logger given is a function without log, warn, error: pass MikroORM's logger, such as mikroOrmLogger\(orm\.config\.getLogger\(\)\)/,
+    ],
+  ])('%s: OPTION_INVALID, naming what to pass', (_what, make, message) => {
+    expect(make).toThrow(expect.objectContaining({ code: 'OPTION_INVALID', message: expect.stringMatching(message) }));
+  });
+
+  it('a logger that is a function carrying the methods is taken', () => {
+    const lines: unknown[][] = [];
+    const log = Object.assign(() => undefined, {
+      debug: (...args: unknown[]) => void lines.push(['debug', ...args]),
+      info: (...args: unknown[]) => void lines.push(['info', ...args]),
+      warn: (...args: unknown[]) => void lines.push(['warn', ...args]),
+      error: (...args: unknown[]) => void lines.push(['error', ...args]),
+    });
+    pinoLogger(log).warn('w', { n: 1 });
+    expect(lines).toEqual([['warn', { n: 1 }, 'w']]);
+  });
+});
+
 for (const dialect of DIALECTS) {
   describe(`logger adapters (${dialect})`, () => {
     const db = useDatabase(dialect, [ScriptedSaga]);
