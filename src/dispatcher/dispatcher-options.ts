@@ -170,10 +170,11 @@ export interface SagaDispatcherOptions {
    */
   readonly listen?: boolean;
   /**
-   * The OpenTelemetry gauges `saga.active`, `saga.timeout.backlog` and `saga.outbox.backlog`, reported while the loop
-   * runs (`start()` to `stop()`) to the meter provider registered at `start()`. They are read from the database only
-   * when the SDK collects, by one statement of indexed counts, and a reading is reused for `cacheMs` (ms of the
-   * dispatcher's clock, at most {@link MAX_WAIT_MS}; default 15,000). `false`: no gauges, no reading.
+   * The OpenTelemetry gauges `saga.active`, `saga.timeout.backlog`, `saga.outbox.backlog` and `saga.inbox.backlog`,
+   * reported while the loop runs (`start()` to `stop()`) to the meter provider registered at `start()`. They are read
+   * from the database only when the SDK collects, by one statement of indexed counts, and a reading is reused for
+   * `cacheMs` (ms of the dispatcher's clock, at most {@link MAX_WAIT_MS}; default 15,000). `false`: no gauges, no
+   * reading.
    */
   readonly gauges?: false | { readonly cacheMs?: number };
 }

@@ -224,7 +224,8 @@ export class SagaRuntime {
    * `em`, which the application's flush inserts with its own writes. The dispatcher relays it as it relays a saga's
    * messages: at least once, with the row id as the envelope id, dead-lettered after `maxAttempts`, listed by the
    * operator API. Its envelope has `sagaType` {@link APP_MESSAGE_SAGA_TYPE} (`''`); messages with one `orderingKey` are
-   * relayed in staging order, as a saga's messages are. Headers: `correlation-id`, `ordering-key`, and yours.
+   * relayed one at a time, as a saga's messages are: within a pass in staging order, which is not commit order (see
+   * `StageMessageOptions.orderingKey`). Headers: `correlation-id`, `ordering-key`, and yours.
    * Synchronous: it sends nothing to the database.
    * @returns the row's id (the envelope id consumers deduplicate on) and when it is due.
    * @throws SagaValidationError `MESSAGE_TYPE_MISSING`, `PAYLOAD_NOT_SERIALIZABLE`, `PAYLOAD_TOO_LARGE` (as `ctx.send()`),

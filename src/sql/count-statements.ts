@@ -30,14 +30,15 @@ function countDueBacklog(db: DatabaseContext, table: DispatchTable): string {
 
 /**
  * The gauges' reading in one statement (one round trip, one pooled connection for its length): each saga table's
- * active rows (columns `s0`, `s1`, ... in the order of `sagas`), and the timer and outbox backlogs at `now` (`timers`,
- * `outbox`).
+ * active rows (columns `s0`, `s1`, ... in the order of `sagas`), and the timer, outbox and staged-delivery backlogs at
+ * `now` (`timers`, `outbox`, `inbox`). A staged delivery held behind its saga's first one counts: it is a delivery to make.
  */
 export function readGauges(db: DatabaseContext, sagas: readonly ActiveRowsTable[], now: Date): SqlStatement {
   const columns = [
     `(${countDueBacklog(db, DISPATCH_TABLES.timer)}) as "timers"`,
     `(${countDueBacklog(db, DISPATCH_TABLES.outbox)}) as "outbox"`,
+    `(${countDueBacklog(db, DISPATCH_TABLES.inbox)}) as "inbox"`,
     ...sagas.map((saga, i) => `(${countActiveRows(saga)}) as "s${i}"`),
   ];
-  return { sql: `select ${columns.join(', ')}`, params: [now, now] };
+  return { sql: `select ${columns.join(', ')}`, params: [now, now, now] };
 }

@@ -17,6 +17,8 @@ export const SAGA_GAUGES = {
   timerBacklog: 'saga.timeout.backlog',
   /** Outbox messages due and not yet published, likewise. */
   outboxBacklog: 'saga.outbox.backlog',
+  /** Staged deliveries (`saga_inbox`) due and not yet delivered, likewise: those held behind their saga's first one too. */
+  inboxBacklog: 'saga.inbox.backlog',
 } as const;
 
 /** A registered saga type and its table's names. */
@@ -30,6 +32,7 @@ export interface GaugeReading {
   readonly active: readonly { readonly sagaType: string; readonly count: number }[];
   readonly timerBacklog: number;
   readonly outboxBacklog: number;
+  readonly inboxBacklog: number;
 }
 
 /**
@@ -66,7 +69,7 @@ export interface SagaGaugeOptions {
 }
 
 /**
- * The observable gauges `saga.active`, `saga.timeout.backlog` and `saga.outbox.backlog`, registered on the meter
+ * The observable gauges `saga.active`, `saga.timeout.backlog`, `saga.outbox.backlog` and `saga.inbox.backlog`, registered on the meter
  * provider while `start()`ed. Values are read from the database only when the SDK collects (never kept as +1/-1, never
  * polled), by one statement of indexed counts, at most once per `cacheMs`: a collection within it reports the last
  * reading, and collections at once share one reading. A failed reading is logged and reports nothing (it is not
@@ -93,14 +96,19 @@ export class SagaGauges {
       unit: '{message}',
       description: 'Outbox messages due and not yet published.',
     });
+    const inbox = meter.createObservableGauge(SAGA_GAUGES.inboxBacklog, {
+      unit: '{delivery}',
+      description: 'Staged deliveries due and not yet delivered.',
+    });
     const callback: BatchObservableCallback = async (result) => {
       const reading = await this.collected();
       if (!reading) return;
       for (const { sagaType, count } of reading.active) result.observe(active, count, { [SPAN_ATTRIBUTES.sagaType]: sagaType });
       result.observe(timers, reading.timerBacklog);
       result.observe(outbox, reading.outboxBacklog);
+      result.observe(inbox, reading.inboxBacklog);
     };
-    const observables = [active, timers, outbox];
+    const observables = [active, timers, outbox, inbox];
     meter.addBatchObservableCallback(callback, observables);
     this.registered = { meter, callback, observables };
   }
@@ -170,6 +178,7 @@ export class SagaGauges {
         active: sagas.map(({ sagaType, table }) => ({ sagaType, count: count(`s${tables.indexOf(table)}`) })),
         timerBacklog: count('timers'),
         outboxBacklog: count('outbox'),
+        inboxBacklog: count('inbox'),
       };
     } catch (error) {
       if (!(error instanceof OrmClosed)) {

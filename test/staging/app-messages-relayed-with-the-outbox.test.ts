@@ -1,7 +1,8 @@
 // An outgoing message of the application itself, staged through its EntityManager (`stageMessage`), commits or rolls
 // back with the application's writes and is relayed by the dispatcher as a saga's own messages are, on every database:
 // at least once, with the row id as the envelope id, dead-lettered after `maxAttempts`, requeued by an operator, and
-// in staging order among the messages of one ordering key.
+// in staging order among the committed messages of one ordering key. Staging order is not commit order: a message whose
+// transaction commits after a later-staged one of its key was relayed goes out after it.
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   APP_MESSAGE_SAGA_TYPE,
@@ -91,6 +92,34 @@ for (const dialect of DIALECTS) {
       // One lane: one saga id for the key, and the key as a header.
       expect(new Set(rows.map((row) => row.sagaId)).size).toBe(1);
       expect(rows.every((row) => row.headers['ordering-key'] === 'article-1' && row.sagaType === '')).toBe(true);
+    });
+
+    it('one ordering key from two transactions: staging order among the committed messages, not commit order', async () => {
+      const order: string[] = [];
+      const { runtime, dispatcher, clock } = setup(async (envelope) => void order.push(String(envelope.payload.v)));
+      /** Stages `v` for `key` into an EntityManager of its own, flushed (committed) later by the caller. */
+      const stage = (key: string, v: string) => {
+        const em = db().orm.em.fork();
+        runtime.stageMessage(em, { type: 'Version', v }, { orderingKey: key });
+        clock.advance(1);
+        return em;
+      };
+      // Both committed before a pass: relayed in staging order, though the later-staged one committed first.
+      const both = uniqueKey('both');
+      const [first, second] = [stage(both, 'a1'), stage(both, 'a2')];
+      await second.flush();
+      await first.flush();
+      await drainDueTimers(dispatcher);
+      expect(order).toEqual(['a1', 'a2']);
+      // The later-staged one committed and relayed before the earlier one commits: that one goes out after it.
+      order.length = 0;
+      const late = uniqueKey('late');
+      const [early, later] = [stage(late, 'b1'), stage(late, 'b2')];
+      await later.flush();
+      await drainDueTimers(dispatcher);
+      await early.flush();
+      await drainDueTimers(dispatcher);
+      expect(order).toEqual(['b2', 'b1']);
     });
 
     it('a publish that keeps failing is dead-lettered, listed by the operator API and requeued', async () => {

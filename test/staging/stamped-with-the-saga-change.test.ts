@@ -1,12 +1,15 @@
 // A staged delivery is stamped in the transaction of the saga change it causes, only while its claim holds, on every
 // database: a delivery whose lease ran out and was taken over writes nothing when it finally commits (its step ran once
-// in effect); a row that cannot be decoded is dead-lettered alone; staging inside the application's transaction on a
+// in effect); one whose dispatcher died after it started is charged that lost delivery once, and its saga's later rows
+// wait for it; a row that cannot be decoded is dead-lettered alone; staging inside the application's transaction on a
 // pool of one connection (SQLite's, or a PostgreSQL pool of one) asks for no second connection.
 import type { MikroORM } from '@mikro-orm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { claimDueStagedDeliveries } from '../../src/dispatcher/claim-due-rows.js';
 import { SagaDispatcher, SagaRuntime, silentLogger } from '../../src/index.js';
 import { executeSql } from '../../src/orm/sql-execution.js';
+import { markDeliveriesStarted } from '../../src/sql/delivery-statements.js';
+import { DISPATCH_TABLES } from '../../src/sql/dispatch-tables.js';
 import { drainDueTimers, FakeClock } from '../../src/testing/index.js';
 import { ScriptedSaga, scriptedSaga } from '../fixtures/scripted-saga.js';
 import { DIALECTS, isSqlite } from '../support/databases.js';
@@ -53,6 +56,34 @@ for (const dialect of DIALECTS) {
       expect(late).toMatchObject({ outcome: 'stale', changed: false });
       expect(await rows.saga(key)).toMatchObject({ counter: 1, version: 0 });
       expect(await stagedRowsOf(db().orm, key)).toMatchObject([{ outcome: 'delivered' }]);
+    });
+
+    it("a delivery whose dispatcher died after it started: charged once after the delivery timeout, the saga's next row waits", async () => {
+      const { runtime, rows, clock } = setup();
+      const key = uniqueKey('died');
+      await db()
+        .orm.em.fork()
+        .transactional(async (em) => {
+          runtime.stageDelivery(em, scriptedSaga, { type: 'Start', key, actions: [{ op: 'note', text: '1' }] });
+          runtime.stageDelivery(em, scriptedSaga, { type: 'Do', key, actions: [{ op: 'note', text: '2' }] });
+        });
+      // A dispatcher claims the saga's first row, starts delivering it, and dies: its lease is never renewed.
+      const now = clock.now();
+      const { rows: claimed } = await claimDueStagedDeliveries(runtime.context, now, new Date(now.getTime() + 1_000), 10);
+      expect(claimed.map((row) => row.messageType)).toEqual(['Start']);
+      await markDeliveriesStarted(runtime.context, DISPATCH_TABLES.inbox, claimed, now);
+      const dispatcher = new SagaDispatcher({ runtime, logger: silentLogger, leaseMs: 1_000, deliveryTimeoutMs: 5_000 });
+      dispatchers.push(dispatcher);
+      // Past the lease but within the delivery timeout it may still run: neither it nor the row behind it is claimed.
+      clock.advance(2_000);
+      expect((await dispatcher.runOnce()).inbox.claimed).toBe(0);
+      clock.advance(5_000);
+      expect((await drainDueTimers(dispatcher)).inbox).toMatchObject({ claimed: 2, delivered: 2, failed: 0 });
+      expect(await rows.saga(key)).toMatchObject({ log: 'started;1;2;', version: 1 });
+      expect(await stagedRowsOf(db().orm, key)).toMatchObject([
+        { outcome: 'delivered', attempts: 1, lastError: expect.stringMatching(/^LeaseExpired/) },
+        { outcome: 'delivered', attempts: 0, lastError: null },
+      ]);
     });
 
     it('a row whose payload is not a message is dead-lettered alone; the others are delivered', async () => {

@@ -1,7 +1,8 @@
 // The gauges saga.active (per saga.type), saga.timeout.backlog and saga.outbox.backlog report what the database
-// holds, read only when the SDK collects (one statement of counts), at most once per cacheMs of the dispatcher's
-// clock; a failed reading is logged, reports nothing and is not thrown into the SDK. A dispatcher registers them at
-// start() and unregisters them at stop(). Real SDK, every database.
+// holds (saga.inbox.backlog: test/staging/counted-in-the-inbox-backlog-gauge.test.ts), read only when the SDK collects
+// (one statement of counts), at most once per cacheMs of the dispatcher's clock; a failed reading is logged, reports
+// nothing and is not thrown into the SDK. A dispatcher registers them at start() and unregisters them at stop(). Real
+// SDK, every database.
 import { describe, expect, it } from 'vitest';
 import { SagaDispatcher, SagaOutbox, SagaRuntime, SagaTimer, silentLogger } from '../../src/index.js';
 import { SagaGauges } from '../../src/telemetry/saga-gauges.js';

@@ -32,8 +32,10 @@ export interface StageMessageOptions extends StagingTime {
   readonly headers?: Readonly<Record<string, string>>;
   /**
    * Messages staged with one ordering key are relayed as the messages of one saga are: in the order they were
-   * staged (by `availableAt`, then id) within a pass, one publish at a time; sent as the `ordering-key` header. 1 to
-   * 200 characters. Default: none (the message is ordered with no other).
+   * staged (by `availableAt`, then id) within a pass, one publish at a time; sent as the `ordering-key` header.
+   * Staging order is not commit order: a message whose transaction commits after a later-staged one of its key was
+   * relayed goes out after it, and stagers in several processes order by their clocks. 1 to 200 characters. Default:
+   * none (the message is ordered with no other).
    */
   readonly orderingKey?: string;
   /** The `correlation-id` header. Default (left out or undefined): the ambient correlation id, else a new uuid. */

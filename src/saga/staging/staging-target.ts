@@ -58,7 +58,7 @@ export function persistStaged<T extends object>(em: EntityManager, row: T, state
         // A lock taken outside a transaction ends with its statement: the row would not be numbered in commit order.
         throw new SagaDefinitionError(
           'OPTION_INVALID',
-          "A staged delivery was flushed outside a transaction (MikroORM's disableTransactions?): flush it inside em.transactional(), or enable transactions, so that it is ordered by its commit.",
+          'A staged delivery was flushed outside a transaction (an ORM configured with implicitTransactions: false): flush it inside em.transactional(), or leave implicitTransactions on, so that it is ordered by its commit.',
         );
       }
       await queryRows(flushing, statement);
