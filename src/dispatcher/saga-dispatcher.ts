@@ -4,13 +4,12 @@ import { SagaError } from '../errors.js';
 import type { DatabaseContext } from '../sql/database-context.js';
 import { DISPATCH_TABLES, type DispatchTable } from '../sql/dispatch-tables.js';
 import { describeError as describe } from '../telemetry/describe-error.js';
-import { passWasBusy, recordPassSpan } from '../telemetry/pass-span.js';
 import { SagaGauges } from '../telemetry/saga-gauges.js';
 import { SagaMetrics, type SagaStats, TELEMETRY_SCOPE } from '../telemetry/saga-metrics.js';
 import { ENDED } from '../time/clock.js';
 import { DeliveryPool } from './delivery-pool.js';
 import type { DispatchParts } from './dispatch-parts.js';
-import { SagaDispatchError } from './dispatch-pass-error.js';
+import { DispatchPass } from './dispatch-pass.js';
 import { DispatcherEventListeners, type DispatcherEvents } from './dispatcher-events.js';
 import {
   DISPATCHER_DEFAULTS,
@@ -18,19 +17,15 @@ import {
   resolveDispatcherOptions,
   type SagaDispatcherOptions,
 } from './dispatcher-options.js';
-import { emptyPassResult } from './held-row.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { type LoopState, STAMPS_LEFT } from './loop-state.js';
 import { LoopWakeup } from './loop-wakeup.js';
 import { NotificationListener } from './notification-listener.js';
-import { OutboxRelay } from './outbox-relay.js';
 import { PendingOutcomes } from './pending-outcomes.js';
 import { RowDeliveries } from './row-deliveries.js';
 import { RowOutcomes } from './row-outcomes.js';
-import { StagedDeliveries } from './staged-deliveries.js';
 import { reportLockedStamps, reportUnwrittenOutcomes } from './stop-reports.js';
 import { TableRest } from './table-rest.js';
-import { TimerFiring } from './timer-firing.js';
 
 /**
  * Fires due timers, delivers staged deliveries and relays the outbox. Polls `saga_timer`, `saga_inbox` and
@@ -58,9 +53,8 @@ export class SagaDispatcher implements AsyncDisposable {
   private readonly pending = new PendingOutcomes();
   /** Which tables the loop leaves unclaimed for a while, their last claim having found nothing. */
   private readonly rest: TableRest;
-  private readonly timers: TimerFiring;
-  private readonly outbox: OutboxRelay;
-  private readonly staged: StagedDeliveries;
+  /** Its passes: claims, deliveries and stamps of each table. */
+  private readonly passes: DispatchPass;
   private readonly wakeup = new LoopWakeup();
   /** The gauges reported while the loop runs; undefined with `gauges: false`. */
   private readonly gauges: SagaGauges | undefined;
@@ -99,13 +93,11 @@ export class SagaDispatcher implements AsyncDisposable {
       outcomes,
       deliveries,
     };
-    this.timers = new TimerFiring(parts);
-    this.outbox = new OutboxRelay(parts);
+    this.passes = new DispatchPass(parts);
     const { gauges } = this.options;
     this.gauges = gauges
       ? new SagaGauges({ db: context, sagas: this.options.runtime.gaugedSagas(), clock, logger, cacheMs: gauges.cacheMs })
       : undefined;
-    this.staged = new StagedDeliveries(parts);
   }
 
   /** Whether the loop is running. */
@@ -233,7 +225,7 @@ export class SagaDispatcher implements AsyncDisposable {
    * @throws SagaDispatchError when the pass fails as a whole; its `result` says what it did first.
    */
   runOnce(): Promise<DispatchPassResult> {
-    return this.pass(this.controller?.signal);
+    return this.passes.run(this.controller?.signal);
   }
 
   private async runLoop(signal: AbortSignal): Promise<void> {
@@ -248,7 +240,7 @@ export class SagaDispatcher implements AsyncDisposable {
       loop.claimAll = false;
       // Rows a unit of work committed before this claim starts are claimed by it.
       this.wakeup.take();
-      const settled = this.pass(signal, stamping, skipped).then(
+      const settled = this.passes.run(signal, stamping, skipped).then(
         (result) => ({ result }),
         (error: unknown) => ({ error }),
       );
@@ -380,53 +372,5 @@ export class SagaDispatcher implements AsyncDisposable {
     const waiting = this.wakeup.wait(clock, wait, signal);
     this.events.emit('passFailed', error, failures);
     await waiting;
-  }
-
-  /**
-   * One pass. It resolves once the published stamps of its rows are written too; `onlyStamps` is called when
-   * every delivery ended and only those stamps are left (the loop then claims again while they are written).
-   * The tables in `skipped` are not claimed.
-   */
-  private async pass(
-    signal: AbortSignal | undefined,
-    onlyStamps?: () => void,
-    skipped: ReadonlySet<DispatchTable> = new Set(),
-  ): Promise<DispatchPassResult> {
-    const now = this.options.clock.now();
-    // The span's own time, not the dispatcher's clock: a FakeClock's time is no time a trace backend can show.
-    const startTime = Date.now();
-    const result = emptyPassResult();
-    try {
-      if (this.options.verifySchema) await this.options.runtime.verifySchemaOnce();
-      await this.pending.write();
-      result.timers.missed = await this.timers.catchUp(now);
-      // The outbox is claimed while the timers are, not after their deliveries: one round trip less per pass.
-      // A message a timer of this pass sends is published by the next pass, which starts at once (this one
-      // claimed something). A stopping dispatcher claims no more outbox rows only to release them again.
-      const stamps: Promise<void>[] = [];
-      const timers = skipped.has(DISPATCH_TABLES.timer) ? undefined : this.timers.claimAndFire(now, signal, result.timers);
-      // Claimed before the outbox: on one connection (SQLite) the step claims then run before the first publish.
-      const staged = skipped.has(DISPATCH_TABLES.inbox) ? undefined : this.staged.claimAndDeliver(now, signal, result.inbox);
-      const outbox =
-        this.options.publish && !signal?.aborted && !skipped.has(DISPATCH_TABLES.outbox)
-          ? this.outbox.claimAndPublish(signal, result.outbox, stamps)
-          : undefined;
-      const settled = await Promise.allSettled([timers, outbox, staged]);
-      if (stamps.length > 0) {
-        // A pass that failed (one of its claims) is not overtaken: the loop hears of its failure when its stamps are
-        // written, and backs off as after any failed pass.
-        if (settled.every((done) => done.status === 'fulfilled')) onlyStamps?.();
-        await Promise.all(stamps);
-      }
-      for (const done of settled) if (done.status === 'rejected') throw done.reason;
-    } catch (error) {
-      recordPassSpan(this.tracer, startTime, result, error);
-      throw new SagaDispatchError(result, error);
-    }
-    recordPassSpan(this.tracer, startTime, result);
-    // Passes that found nothing are not logged: an idle loop would fill the log.
-    if (passWasBusy(result))
-      this.options.logger.debug('dispatcher pass', { timers: result.timers, outbox: result.outbox, inbox: result.inbox });
-    return result;
   }
 }

@@ -1,9 +1,11 @@
 import type { EntityMetadata } from '@mikro-orm/core';
 import type { SagaState } from '../entities/saga-state.js';
+import { SagaDefinitionError } from '../errors.js';
 import type { CorrelationCheck } from './correlation-value.js';
 import type { SagaDefinition } from './define-saga.js';
 import type { StateValuesCheck } from './state-values.js';
 import type { StepContextSettings } from './step-context.js';
+import { kindOf } from './stored-text.js';
 
 /** Any saga definition, whatever its state and message types. */
 // biome-ignore lint/suspicious/noExplicitAny: the runtime is heterogeneous over saga types.
@@ -26,4 +28,19 @@ export function readStep(state: SagaState, stepProperty: string | undefined): st
   if (stepProperty === undefined) return null;
   const value = (state as unknown as Record<string, unknown>)[stepProperty];
   return value === null || value === undefined ? null : String(value);
+}
+
+/**
+ * The name of `definition`, the first argument of `handle()` and the staging calls.
+ * @throws SagaDefinitionError `DEFINITION_INVALID` when it is not a saga definition.
+ */
+export function definitionName(definition: unknown): string {
+  const name: unknown = definition !== null && typeof definition === 'object' ? (definition as { name?: unknown }).name : undefined;
+  if (typeof name !== 'string') {
+    throw new SagaDefinitionError(
+      'DEFINITION_INVALID',
+      `handle() was given ${kindOf(definition)} instead of a saga definition: pass the definition defineSaga() returned, registered in the 'sagas' option.`,
+    );
+  }
+  return name;
 }

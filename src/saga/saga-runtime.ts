@@ -5,13 +5,14 @@ import type { StagedDelivery, TimerDelivery } from '../contracts.js';
 import { getCorrelationId, runWithCorrelationId } from '../correlation/correlation-context.js';
 import type { DialectAdapter } from '../dialect/dialect-adapter.js';
 import { assertSagaEntitiesRegistered } from '../entities/assert-saga-entities-registered.js';
-import { SagaDefinitionError, SagaSchemaError, SagaValidationError } from '../errors.js';
-import { verifySagaSchema, verifySagaSchemaThrough } from '../schema/verify-saga-schema.js';
+import { SagaDefinitionError, SagaValidationError } from '../errors.js';
+import { verifySagaSchema } from '../schema/verify-saga-schema.js';
 import { createDatabaseContext, type DatabaseContext } from '../sql/database-context.js';
 import type { GaugedSaga } from '../telemetry/saga-gauges.js';
 import { SagaMetrics, type SagaStats, TELEMETRY_SCOPE } from '../telemetry/saga-metrics.js';
 import { StepSpan } from '../telemetry/step-span.js';
 import { isIntegerIn } from '../time/option-ranges.js';
+import { checkAppEntityManager } from './app-entity-manager.js';
 import { callOptions } from './call-options.js';
 import { copyMessage } from './copy-message.js';
 import { correlateMessage } from './correlate-message.js';
@@ -23,6 +24,7 @@ import { checkMessageId, MAX_PURGE_BATCH_SIZE, type PurgeResult, purgeHandledMes
 import { messageTypeOf } from './message-type-of.js';
 import { registerSagas } from './register-saga.js';
 import type { AnySagaDefinition, RegisteredSaga } from './registered-saga.js';
+import { definitionName } from './registered-saga.js';
 import { RowsDue } from './rows-due.js';
 import {
   assertEntityManager,
@@ -35,9 +37,11 @@ import {
 import type { SagaMessage } from './saga-message.js';
 import { stageDelivery } from './staging/stage-delivery.js';
 import { stageMessage } from './staging/stage-message.js';
+import { stagedUnit } from './staging/staged-unit.js';
 import type { StageDeliveryOptions, StagedRow, StageMessageOptions } from './staging/staging-options.js';
 import { type StagingRuntime, stagingEntityManager } from './staging/staging-target.js';
-import { kindOf, labelOf } from './stored-text.js';
+import { StartupSchemaCheck } from './startup-schema-check.js';
+import { labelOf } from './stored-text.js';
 import type { UnitOfWorkRuntime } from './unit-of-work/attempt.js';
 import { ormClosedError } from './unit-of-work/classify-failure.js';
 import type { HandleTarget } from './unit-of-work/handle-target.js';
@@ -75,9 +79,8 @@ export class SagaRuntime {
   private readonly unitOfWork: UnitOfWorkRuntime;
   /** What its staging calls use of it. */
   private readonly staging: StagingRuntime;
-  private schemaChecked: Promise<void> | undefined;
-  /** Whether a start-up schema check passed (on a pooled connection, or in a joined unit's transaction). */
-  private schemaVerified = false;
+  /** The start-up schema check, on a pooled connection or in a joined unit's transaction. */
+  private readonly schemaCheck: StartupSchemaCheck;
 
   /**
    * @throws SagaDefinitionError when a saga's state entity is not registered in MikroORM, does not extend
@@ -91,6 +94,7 @@ export class SagaRuntime {
     this.context = createDatabaseContext(options.em);
     this.dialect = this.context.dialect;
     this.options = resolveRuntimeOptions(options, this.dialect.groupsAtOnce);
+    this.schemaCheck = new StartupSchemaCheck(this.options);
     const notifies = this.options.notifyDispatchers && this.dialect.notifiesListeners;
     this.rowsDue = new RowsDue(notifies ? new DispatcherNotifier(this.context, this.options.logger) : undefined);
     const writer = new UnitWriter(this.context, this.options.groupCommit);
@@ -157,7 +161,7 @@ export class SagaRuntime {
     const saga = this.registeredFor(definition);
     const details = { sagaType: saga.definition.name };
     const checked = callOptions(options, 'The options of handle()', details);
-    this.checkAppEntityManager(checked.em, 'handle()', details);
+    checkAppEntityManager(checked.em, this.context.em, 'handle()', details);
     const copy = copyMessage<SagaMessage>(message, `A message for saga ${saga.definition.name}`, details);
     return this.handleOne(saga, { original: message, copy }, checked);
   }
@@ -171,7 +175,7 @@ export class SagaRuntime {
    */
   async route<TMessage extends SagaMessage>(message: TMessage, options?: HandleOptions): Promise<HandleResult[]> {
     const checked = callOptions(options, 'The options of route()', {});
-    this.checkAppEntityManager(checked.em, 'route()', {});
+    checkAppEntityManager(checked.em, this.context.em, 'route()', {});
     const copy = copyMessage<SagaMessage>(message, 'A routed message', {});
     const type = messageTypeOf(copy, 'A routed message', {});
     const results: HandleResult[] = [];
@@ -244,20 +248,8 @@ export class SagaRuntime {
    */
   async deliverStaged(delivery: StagedDelivery, parent?: Context): Promise<HandleResult> {
     const saga = this.registered(delivery.sagaType);
-    const details = { sagaType: delivery.sagaType };
-    const original = delivery.payload as SagaMessage;
-    const copy = copyMessage(original, `Staged delivery ${delivery.id} of saga ${delivery.sagaType}`, details);
-    const { type, value, first } = correlateMessage(saga, { original, copy });
-    if (type !== delivery.messageType) {
-      throw new SagaValidationError(
-        'MESSAGE_TYPE_UNKNOWN',
-        `Staged delivery ${delivery.id} of saga ${delivery.sagaType} says '${labelOf(delivery.messageType)}' but carries another message type: repair or delete the row.`,
-        { ...details, messageType: labelOf(delivery.messageType) },
-      );
-    }
-    const messageId = delivery.messageId === null ? undefined : checkMessageId(delivery.messageId, delivery.sagaType, type);
-    const target: HandleTarget = { kind: 'correlation', value, messageId, staged: { id: delivery.id, token: delivery.token } };
-    return this.run(saga, { original, copy, first }, target, delivery.correlationId ?? randomUUID(), { parent });
+    const { message, target } = stagedUnit(saga, delivery);
+    return this.run(saga, message, target, delivery.correlationId ?? randomUUID(), { parent });
   }
 
   /** {@link SagaRuntime.handle} for a registered saga, from the checks of the message's type and correlation on. */
@@ -269,29 +261,6 @@ export class SagaRuntime {
     const correlationId = checkCorrelationId(given, name);
     const messageId = options.messageId === undefined ? undefined : checkMessageId(options.messageId, name, type);
     return this.run(saga, { ...message, first }, { kind: 'correlation', value, messageId }, correlationId, { appEm: options.em });
-  }
-
-  /**
-   * Refuses an `em` option that is not an EntityManager of this runtime's MikroORM instance (`OPTION_INVALID`), before
-   * anything is read. Whether it is inside an open transaction is asked when the unit joins it (`TRANSACTION_REQUIRED`).
-   */
-  private checkAppEntityManager(em: unknown, call: string, details: { readonly sagaType?: string }): void {
-    if (em === undefined) return;
-    const candidate = em as Partial<EntityManager> | null;
-    if (typeof candidate?.fork !== 'function' || typeof candidate.getTransactionContext !== 'function') {
-      throw new SagaValidationError(
-        'OPTION_INVALID',
-        `The 'em' option of ${call} is ${kindOf(em)}, not an EntityManager: pass the EntityManager em.transactional() hands its callback, or leave 'em' out (undefined).`,
-        details,
-      );
-    }
-    if (candidate.getDriver?.() !== this.context.em.getDriver()) {
-      throw new SagaValidationError(
-        'OPTION_INVALID',
-        `The 'em' option of ${call} is an EntityManager of another MikroORM instance than this runtime's: pass one of the instance whose EntityManager the runtime was built with.`,
-        details,
-      );
-    }
   }
 
   /**
@@ -355,23 +324,9 @@ export class SagaRuntime {
     return verifySagaSchema({ em: this.options.em, sagas: this.options.sagas });
   }
 
-  /**
-   * @internal The start-up check: {@link verifySchema} once per runtime (again after a mismatch). A check that
-   * fails for another reason (the database is away) is not held against the schema: the caller's own
-   * statements report that failure, and the check runs again next time.
-   */
-  async verifySchemaOnce(): Promise<void> {
-    if (this.schemaVerified) return;
-    this.schemaChecked ??= this.verifySchema().then(() =>
-      this.options.logger.info('saga schema verified', { sagaTypes: this.options.sagas.map((saga) => saga.name) }),
-    );
-    try {
-      await this.schemaChecked;
-      this.schemaVerified = true;
-    } catch (error) {
-      this.schemaChecked = undefined;
-      if (error instanceof SagaSchemaError) throw error;
-    }
+  /** @internal The start-up check ({@link StartupSchemaCheck.once}): once per runtime, again after a mismatch. */
+  verifySchemaOnce(): Promise<void> {
+    return this.schemaCheck.once();
   }
 
   private registered(sagaType: string): RegisteredSaga {
@@ -388,14 +343,7 @@ export class SagaRuntime {
 
   /** The registered saga of `definition`, the first argument of `handle()`, found by its name. */
   private registeredFor(definition: unknown): RegisteredSaga {
-    const name: unknown = definition !== null && typeof definition === 'object' ? (definition as { name?: unknown }).name : undefined;
-    if (typeof name !== 'string') {
-      throw new SagaDefinitionError(
-        'DEFINITION_INVALID',
-        `handle() was given ${kindOf(definition)} instead of a saga definition: pass the definition defineSaga() returned, registered in the 'sagas' option.`,
-      );
-    }
-    return this.registered(name);
+    return this.registered(definitionName(definition));
   }
 
   /**
@@ -431,10 +379,10 @@ export class SagaRuntime {
       const input = { saga, message, target, correlationId, span };
       let unit: () => Promise<HandleResult>;
       if (appEm) {
-        const checkSchema = (em: EntityManager) => (this.options.verifySchema ? this.verifySchemaThrough(em) : Promise.resolve());
+        const checkSchema = (em: EntityManager) => (this.options.verifySchema ? this.schemaCheck.through(em) : Promise.resolve());
         unit = () => runJoinedUnitOfWork(this.unitOfWork, input, { appEm, checkSchema });
       } else {
-        if (this.options.verifySchema) await this.verifySchemaOnce();
+        if (this.options.verifySchema) await this.schemaCheck.once();
         unit = () => runUnitOfWork(this.unitOfWork, input);
       }
       const work = () => otelContext.with(span.context, unit);
@@ -446,16 +394,5 @@ export class SagaRuntime {
       span.failed(error);
       throw error;
     }
-  }
-
-  /**
-   * The start-up check for a unit joined to the application's transaction: reads the catalog through `em`, on the
-   * transaction's connection, unless a check passed already. It never waits for a check in flight on a pooled
-   * connection, which on SQLite's one connection would wait for the application's transaction itself.
-   */
-  private async verifySchemaThrough(em: EntityManager): Promise<void> {
-    if (this.schemaVerified) return;
-    await verifySagaSchemaThrough({ em: this.options.em, sagas: this.options.sagas }, em);
-    this.schemaVerified = true;
   }
 }
